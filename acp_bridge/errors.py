@@ -1,0 +1,195 @@
+"""The one exception tree of acp-bridge.
+
+Everything acp-bridge raises on purpose derives from :class:`BridgeError`. Foreign exceptions
+(OSError, anyio stream errors, pydantic ValidationError) are translated once, at the edge of the
+layer that met them, with ``raise ... from exc`` so the cause stays visible.
+
+Two distinctions follow trio's naming and matter to callers:
+
+* :class:`LocalProtocolError` means *we* were about to break the protocol (a bug on our side);
+  :class:`RemoteProtocolError` means the peer did.
+* :class:`ConnectionClosedError` means the peer went away (broken); :class:`ResourceClosedError`
+  means the object was used after *we* closed it.
+
+This module imports nothing from the package, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AgentError",
+    "AgentExitedError",
+    "BridgeError",
+    "ConnectionClosedError",
+    "ErrorCode",
+    "FramingError",
+    "LocalProtocolError",
+    "ProtocolError",
+    "QueueStoreError",
+    "RemoteProtocolError",
+    "ResourceClosedError",
+    "RestartLimitError",
+    "RpcError",
+    "SpawnError",
+]
+
+
+class ErrorCode:
+    """JSON-RPC 2.0 and ACP error codes (acp-protocol.md section 8)."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    REQUEST_CANCELLED = -32800
+    AUTH_REQUIRED = -32000
+    RESOURCE_NOT_FOUND = -32002
+
+
+class BridgeError(Exception):
+    """Root of every exception acp-bridge raises on purpose."""
+
+
+class ProtocolError(BridgeError):
+    """The JSON-RPC or ACP rules were broken, by one side or the other."""
+
+
+class FramingError(ProtocolError):
+    """A line could not be turned into a message: over the size cap, not UTF-8, or not JSON.
+
+    ``fatal`` is true when the byte stream can no longer be trusted (an over-long line leaves us
+    mid-line with no way to resynchronise); the connection must then be treated as broken.
+    """
+
+    def __init__(self, message: str, *, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
+
+
+class LocalProtocolError(ProtocolError):
+    """We were about to send something illegal. This is a bug in acp-bridge or its caller."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something illegal."""
+
+
+class RpcError(BridgeError):
+    """A JSON-RPC error response, received from the peer or about to be sent to it.
+
+    Handlers raise it to answer with an error; :meth:`JsonRpcPeer.request` raises it when the
+    peer answered with one. Use the named constructors for the codes ACP defines.
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"RpcError(code={self.code}, message={self.message!r}, data={self.data!r})"
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``error`` member of a JSON-RPC response."""
+        wire: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            wire["data"] = self.data
+        return wire
+
+    @classmethod
+    def from_wire(cls, error: Any) -> RpcError:
+        """Build from a response's ``error`` member, tolerating a malformed one."""
+        if not isinstance(error, dict):
+            return cls(ErrorCode.INTERNAL_ERROR, "malformed error object", error)
+        code = error.get("code")
+        message = error.get("message")
+        return cls(
+            code if isinstance(code, int) and not isinstance(code, bool) else ErrorCode.INTERNAL_ERROR,
+            message if isinstance(message, str) else "error without a message",
+            error.get("data"),
+        )
+
+    @classmethod
+    def parse_error(cls, data: Any = None) -> RpcError:
+        return cls(ErrorCode.PARSE_ERROR, "Parse error", data)
+
+    @classmethod
+    def invalid_request(cls, data: Any = None) -> RpcError:
+        return cls(ErrorCode.INVALID_REQUEST, "Invalid request", data)
+
+    @classmethod
+    def method_not_found(cls, method: str) -> RpcError:
+        return cls(ErrorCode.METHOD_NOT_FOUND, "Method not found", {"method": method})
+
+    @classmethod
+    def invalid_params(cls, data: Any = None) -> RpcError:
+        return cls(ErrorCode.INVALID_PARAMS, "Invalid params", data)
+
+    @classmethod
+    def internal_error(cls, data: Any = None) -> RpcError:
+        return cls(ErrorCode.INTERNAL_ERROR, "Internal error", data)
+
+    @classmethod
+    def request_cancelled(cls, data: Any = None) -> RpcError:
+        return cls(ErrorCode.REQUEST_CANCELLED, "Request cancelled", data)
+
+    @classmethod
+    def auth_required(cls, data: Any = None) -> RpcError:
+        return cls(ErrorCode.AUTH_REQUIRED, "Authentication required", data)
+
+    @classmethod
+    def resource_not_found(cls, uri: str | None = None) -> RpcError:
+        return cls(
+            ErrorCode.RESOURCE_NOT_FOUND,
+            "Resource not found",
+            {"uri": uri} if uri is not None else None,
+        )
+
+
+class ConnectionClosedError(BridgeError):
+    """The peer went away (EOF, broken pipe, a fatal framing error) while we needed it."""
+
+
+class ResourceClosedError(BridgeError):
+    """The object was used after we closed it ourselves."""
+
+
+class AgentError(BridgeError):
+    """Something went wrong with an agent process."""
+
+
+class SpawnError(AgentError):
+    """The agent could not be started; ``__cause__`` holds the OSError."""
+
+
+class AgentExitedError(AgentError):
+    """The agent process exited while we needed it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        returncode: int | None = None,
+        signal: int | None = None,
+        stderr_tail: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.signal = signal
+        self.stderr_tail = stderr_tail
+
+
+class RestartLimitError(AgentError):
+    """The restart policy gave up; ``history`` lists the exits that led there."""
+
+    def __init__(self, message: str, *, history: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.history = list(history or [])
+
+
+class QueueStoreError(BridgeError):
+    """The durable queue is unreadable or corrupt."""
