@@ -107,8 +107,9 @@ class RpcError(BridgeError):
             return cls(ErrorCode.INTERNAL_ERROR, "malformed error object", error)
         code = error.get("code")
         message = error.get("message")
+        is_int = isinstance(code, int) and not isinstance(code, bool)
         return cls(
-            code if isinstance(code, int) and not isinstance(code, bool) else ErrorCode.INTERNAL_ERROR,
+            code if is_int else ErrorCode.INTERNAL_ERROR,
             message if isinstance(message, str) else "error without a message",
             error.get("data"),
         )

@@ -1,0 +1,377 @@
+"""A bidirectional JSON-RPC 2.0 peer over newline-delimited JSON.
+
+Both ACP sides are servers: the agent calls the client (permissions, files, terminals) while the
+client's ``session/prompt`` is still open. So one :class:`JsonRpcPeer` both sends requests and
+serves them on a single pair of byte streams.
+
+Concurrency:
+
+* :meth:`JsonRpcPeer.run` owns a task group holding the reader loop, the single writer, and one
+  task per incoming request, so a handler may itself call the other side.
+* Notifications are handled inline by the reader, in arrival order. ``session/update`` is the
+  high-rate path, and order matters there; a slow handler slows the reader, which is the
+  backpressure we want.
+* ``$/cancel_request`` cancels the named in-flight handler, which then answers -32800. A caller
+  of :meth:`request` that is cancelled sends ``$/cancel_request`` for its call.
+
+Shutdown: the connection ends on EOF, on a broken stream, on a fatal framing error (a line over
+the cap), or on :meth:`aclose`. Whatever the cause, every pending request fails at once
+(:class:`ConnectionClosedError` when the peer went away, :class:`ResourceClosedError` after
+``aclose``), in-flight handlers are cancelled, and later calls fail immediately. The peer does
+not own its streams: whoever opened them closes them (for an agent, the launcher, in the
+order its shutdown sequence needs).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Literal
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup, TaskStatus
+
+from acp_bridge.errors import (
+    BridgeError,
+    ConnectionClosedError,
+    FramingError,
+    LocalProtocolError,
+    ResourceClosedError,
+    RpcError,
+)
+from acp_bridge.rpc.dispatch import RequestHandler, dispatch_request
+from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader, LineWriter
+from acp_bridge.rpc.pending import PendingCall, PendingTable
+from acp_bridge.wire import jsonrpc
+from acp_bridge.wire.jsonrpc import BadMessage, Notification, Request, RequestId, Response
+
+__all__ = ["CANCEL_REQUEST_METHOD", "Direction", "JsonRpcPeer", "NotificationHandler", "Observer"]
+
+log = logging.getLogger(__name__)
+
+CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
+
+CANCEL_NOTICE_TIMEOUT_S: Final = 1.0
+"""How long a cancelled caller may spend queueing its ``$/cancel_request``: the note is a
+courtesy, and the caller's own cancellation must not wait on a stuck pipe."""
+
+Direction = Literal["in", "out"]
+Observer = Callable[[Direction, bytes], None]
+"""Sees every raw line (newline excluded for ``in``, included for ``out``). Must not block."""
+
+NotificationHandler = Callable[[Any], Awaitable[None] | None]
+"""``handler(params)``, sync or async. Exceptions are logged; they never stop the reader."""
+
+
+class JsonRpcPeer:
+    """One end of a JSON-RPC connection, sending and serving.
+
+    Example::
+
+        peer = JsonRpcPeer(process.stdout, process.stdin, name="echo-agent")
+        peer.on_notification("session/update", handle_update)
+        async with anyio.create_task_group() as tg:
+            await tg.start(peer.run)
+            result = await peer.request("initialize", {"protocolVersion": 1})
+            ...
+            await peer.aclose()
+    """
+
+    def __init__(
+        self,
+        receive_stream: ByteReceiveStream,
+        send_stream: ByteSendStream,
+        *,
+        name: str = "peer",
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        id_prefix: str | None = None,
+    ) -> None:
+        self.name = name
+        self._reader = LineReader(receive_stream, max_line_bytes=max_line_bytes)
+        self._writer = LineWriter(send_stream)
+        self._pending = PendingTable(id_prefix=id_prefix)
+        self._request_handlers: dict[str, RequestHandler] = {}
+        self._notification_handlers: dict[str, tuple[NotificationHandler, bool]] = {}
+        self._observers: list[Observer] = []
+        self._inflight: dict[RequestId, anyio.CancelScope] = {}
+        self._task_group: TaskGroup | None = None
+        self._closed_reason: BaseException | None = None
+        self._finished = anyio.Event()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed_reason is not None else (
+            "running" if self._task_group is not None else "new"
+        )
+        return (
+            f"<JsonRpcPeer {self.name!r} [{state}, {len(self._pending)} pending, "
+            f"{len(self._inflight)} serving]>"
+        )
+
+    # -- registration -------------------------------------------------------------------------
+
+    def on_request(self, method: str, handler: RequestHandler) -> None:
+        """Serve ``method``: ``await handler(params)`` returns the result or raises RpcError."""
+        self._request_handlers[method] = handler
+
+    def on_notification(self, method: str, handler: NotificationHandler) -> None:
+        """Handle notifications of ``method`` inline, in arrival order."""
+        self._notification_handlers[method] = (handler, inspect.iscoroutinefunction(handler))
+
+    def add_observer(self, observer: Observer) -> None:
+        """Show every raw frame, in both directions, to ``observer`` (tracing, recording)."""
+        self._observers.append(observer)
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed_reason is not None
+
+    @property
+    def closed_reason(self) -> BaseException | None:
+        """Why the connection ended (None while it is open)."""
+        return self._closed_reason
+
+    async def wait_closed(self) -> None:
+        """Return once :meth:`run` has finished."""
+        await self._finished.wait()
+
+    # -- running --------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve the connection until it ends. Reports ready through ``task_status``.
+
+        Returns normally however the connection ended; :attr:`closed_reason` tells why.
+        """
+        if self._task_group is not None or self._finished.is_set():
+            raise RuntimeError(f"{self.name}: run() may only be called once")
+        if self._closed_reason is not None:  # closed before it ever ran
+            self._finished.set()
+            task_status.started()
+            return
+        try:
+            async with anyio.create_task_group() as task_group:
+                self._task_group = task_group
+                task_group.start_soon(self._run_writer)
+                task_status.started()
+                reason = await self._read_until_closed()
+                self._close(reason)
+        finally:
+            if self._closed_reason is None:  # cancelled from outside
+                self._close(ResourceClosedError(f"{self.name}: the peer was stopped"))
+            self._finished.set()
+
+    async def aclose(self) -> None:
+        """Stop serving; pending and later requests fail with ResourceClosedError."""
+        self._close(ResourceClosedError(f"{self.name}: the connection was closed by us"))
+        await anyio.lowlevel.checkpoint()
+
+    def _close(self, reason: BaseException) -> None:
+        if self._closed_reason is not None:
+            return
+        self._closed_reason = reason
+        failed = self._pending.fail_all(reason)
+        if failed:
+            log.debug("%s: %d pending request(s) failed: %s", self.name, failed, reason)
+        self._writer.close()
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+
+    async def _run_writer(self) -> None:
+        try:
+            await self._writer.run()
+        except ConnectionClosedError as exc:
+            log.info("%s: %s", self.name, exc)
+            self._close(exc)
+
+    # -- sending --------------------------------------------------------------------------------
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        """Call ``method`` on the other side and return its result.
+
+        The caller owns the deadline: wrap the call in ``anyio.fail_after``. If the caller is
+        cancelled after the request went out, ``$/cancel_request`` is sent for it.
+
+        Raises:
+            RpcError: the other side answered with an error.
+            ConnectionClosedError: the connection ended before the answer came.
+            ResourceClosedError: :meth:`aclose` was called.
+            LocalProtocolError: ``params`` cannot be serialized.
+        """
+        answered = anyio.Event()
+        try:
+            call = self._pending.add(method, answered.set)
+        except BridgeError as exc:
+            raise _fresh(exc) from exc
+        sent = False
+        try:
+            await self._send(jsonrpc.request(call.id, method, params))
+            sent = True
+            await answered.wait()
+        except anyio.get_cancelled_exc_class():
+            if sent and not call.is_settled:
+                await self._send_cancel_notice(call)
+            raise
+        finally:
+            self._pending.discard(call.id)
+        return _outcome(call)
+
+    async def _send_cancel_notice(self, call: PendingCall) -> None:
+        with anyio.move_on_after(CANCEL_NOTICE_TIMEOUT_S, shield=True):
+            try:
+                await self.notify(CANCEL_REQUEST_METHOD, {"requestId": call.id})
+            except BridgeError as exc:
+                log.debug("%s: could not send %s: %s", self.name, CANCEL_REQUEST_METHOD, exc)
+
+    async def notify(self, method: str, params: Any = None, *, wait_written: bool = False) -> None:
+        """Send a notification. With ``wait_written``, return only once it reached the stream.
+
+        Raises:
+            ConnectionClosedError, ResourceClosedError, LocalProtocolError: as for request().
+        """
+        await self._send(jsonrpc.notification(method, params), wait_written=wait_written)
+
+    async def _send(self, message: dict[str, Any], *, wait_written: bool = False) -> None:
+        if self._closed_reason is not None:
+            raise _fresh(self._closed_reason) from self._closed_reason
+        line = jsonrpc.encode_message(message)
+        for observer in self._observers:
+            observer("out", line)
+        await self._writer.send_line(line, wait_written=wait_written)
+
+    # -- receiving ------------------------------------------------------------------------------
+
+    async def _read_until_closed(self) -> BaseException:
+        while True:
+            try:
+                line = await self._reader.receive_line()
+            except anyio.EndOfStream:
+                return ConnectionClosedError(f"{self.name} closed the connection")
+            except FramingError as exc:
+                log.warning("%s: %s; treating the connection as broken", self.name, exc)
+                closed = ConnectionClosedError(f"{self.name}: {exc}")
+                closed.__cause__ = exc
+                return closed
+            except (ConnectionClosedError, ResourceClosedError) as exc:
+                return exc
+            for observer in self._observers:
+                observer("in", line)
+            await self._handle_line(line)
+
+    async def _handle_line(self, line: bytes) -> None:
+        if not line or line.isspace():
+            return
+        try:
+            value = jsonrpc.decode_line(line)
+        except FramingError as exc:
+            log.warning("%s sent an unreadable line (%s): %r", self.name, exc, line[:120])
+            await self._reply(jsonrpc.error_response(None, RpcError.parse_error(str(exc))))
+            return
+        if type(value) is list:
+            if not value:
+                await self._reply(
+                    jsonrpc.error_response(None, RpcError.invalid_request("empty batch"))
+                )
+            for item in value:
+                await self._handle_message(jsonrpc.classify(item))
+        else:
+            await self._handle_message(jsonrpc.classify(value))
+
+    async def _handle_message(self, message: jsonrpc.Message) -> None:
+        if type(message) is Notification:
+            await self._handle_notification(message)
+        elif type(message) is Response:
+            if self._pending.resolve(message) is None:
+                log.warning("%s: dropped a response for unknown id %r", self.name, message.id)
+        elif type(message) is Request:
+            self._start_serving(message)
+        else:
+            assert isinstance(message, BadMessage)
+            log.warning("%s sent an invalid message: %s", self.name, message.error.data)
+            if message.reply:
+                await self._reply(jsonrpc.error_response(message.id, message.error))
+
+    async def _handle_notification(self, message: Notification) -> None:
+        if message.method == CANCEL_REQUEST_METHOD:
+            self._cancel_inflight(message.params)
+            return
+        entry = self._notification_handlers.get(message.method)
+        if entry is None:
+            log.debug("%s: ignored notification %s", self.name, message.method)
+            return
+        handler, is_async = entry
+        try:
+            if is_async:
+                await handler(message.params)  # type: ignore[misc]
+            else:
+                handler(message.params)
+        except Exception:
+            log.exception("%s: handler for notification %s failed", self.name, message.method)
+
+    def _cancel_inflight(self, params: Any) -> None:
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        scope = self._inflight.get(request_id)
+        if scope is None:
+            log.debug("%s: %s for a request not in flight", self.name, CANCEL_REQUEST_METHOD)
+        else:
+            scope.cancel()
+
+    def _start_serving(self, request: Request) -> None:
+        if request.id in self._inflight:
+            # Answering would be ambiguous: both requests share the id.
+            log.warning("%s reused id %r of a request still in flight", self.name, request.id)
+            self._start_reply(
+                jsonrpc.error_response(request.id, RpcError.invalid_request("duplicate id"))
+            )
+            return
+        scope = anyio.CancelScope()
+        self._inflight[request.id] = scope
+        assert self._task_group is not None
+        self._task_group.start_soon(self._serve, request, scope)
+
+    def _start_reply(self, response: dict[str, Any]) -> None:
+        assert self._task_group is not None
+        self._task_group.start_soon(self._reply, response)
+
+    async def _serve(self, request: Request, scope: anyio.CancelScope) -> None:
+        try:
+            with scope:
+                response = await dispatch_request(self._request_handlers, request)
+            if scope.cancelled_caught:
+                response = jsonrpc.error_response(request.id, RpcError.request_cancelled())
+        finally:
+            del self._inflight[request.id]
+        try:
+            await self._send(response)
+        except LocalProtocolError as exc:
+            log.error("%s: result of %s is not JSON: %s", self.name, request.method, exc)
+            await self._reply(
+                jsonrpc.error_response(request.id, RpcError.internal_error("unserializable"))
+            )
+        except (ConnectionClosedError, ResourceClosedError) as exc:
+            log.debug("%s: could not answer %s: %s", self.name, request.method, exc)
+
+    async def _reply(self, response: dict[str, Any]) -> None:
+        try:
+            await self._send(response)
+        except (ConnectionClosedError, ResourceClosedError) as exc:
+            log.debug("%s: could not send an error reply: %s", self.name, exc)
+
+
+def _fresh(exc: BaseException) -> BaseException:
+    """A copy of a shared failure, so concurrent raisers don't share one traceback."""
+    clone = copy.copy(exc)
+    clone.__traceback__ = None
+    return clone
+
+
+def _outcome(call: PendingCall) -> Any:
+    if call.failure is not None:
+        raise _fresh(call.failure) from call.failure
+    response = call.response
+    assert response is not None
+    if response.error is not None:
+        raise response.error
+    return response.result

@@ -1,0 +1,27 @@
+"""Every anyio test runs on asyncio (in debug mode) and on trio.
+
+A module that touches asyncio-only code (litellm, the official ACP SDK runtime) pins itself with
+``pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # tests import the fixtures package helpers
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(("asyncio", {"debug": True}), id="asyncio"),
+        pytest.param(("trio", {}), id="trio"),
+    ]
+)
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, object]]:
+    backend: tuple[str, dict[str, object]] = request.param
+    return backend
