@@ -119,9 +119,7 @@ class LineReader:
 
     def _check_size(self, size: int) -> None:
         if size > self._max_line_bytes:
-            raise FramingError(
-                f"line longer than the {self._max_line_bytes}-byte cap", fatal=True
-            )
+            raise FramingError(f"line longer than the {self._max_line_bytes}-byte cap", fatal=True)
 
 
 class LineWriter:

@@ -101,8 +101,10 @@ class JsonRpcPeer:
         self._finished = anyio.Event()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed_reason is not None else (
-            "running" if self._task_group is not None else "new"
+        state = (
+            "closed"
+            if self._closed_reason is not None
+            else ("running" if self._task_group is not None else "new")
         )
         return (
             f"<JsonRpcPeer {self.name!r} [{state}, {len(self._pending)} pending, "

@@ -117,8 +117,10 @@ def decode_line(line: bytes) -> Any:
 
 def _is_valid_id(value: Any) -> bool:
     # bool is an int subclass, and true/false are not ids.
-    return value is None or isinstance(value, str) or (
-        isinstance(value, int) and not isinstance(value, bool)
+    return (
+        value is None
+        or isinstance(value, str)
+        or (isinstance(value, int) and not isinstance(value, bool))
     )
 
 
