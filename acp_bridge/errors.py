@@ -107,9 +107,10 @@ class RpcError(BridgeError):
             return cls(ErrorCode.INTERNAL_ERROR, "malformed error object", error)
         code = error.get("code")
         message = error.get("message")
-        is_int = isinstance(code, int) and not isinstance(code, bool)
+        if not isinstance(code, int) or isinstance(code, bool):
+            code = ErrorCode.INTERNAL_ERROR
         return cls(
-            code if is_int else ErrorCode.INTERNAL_ERROR,
+            code,
             message if isinstance(message, str) else "error without a message",
             error.get("data"),
         )

@@ -6,6 +6,9 @@ so we use its per-request building blocks, which run on any anyio backend: ``cre
 ``to_serializable``. Envelope checks happen earlier, in :mod:`acp_bridge.wire.jsonrpc`, where the
 -32600 can carry the id we read; jsonrpcserver's own schema check is therefore not used.
 
+We always pass jsonrpcserver empty params and the :class:`Request` as its "context" argument, so
+its per-call argument binding is trivial; the handler receives the params itself.
+
 A handler takes the request's params (a dict, a list, or None) and returns the result, or raises
 :class:`RpcError`. A pydantic ``ValidationError`` becomes -32602; any other exception becomes
 -32603 naming only the exception type, since exception text may hold paths or secrets (the
@@ -18,8 +21,9 @@ paid by ``import acp_bridge`` or ``acp-bridge --help``.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
@@ -28,7 +32,7 @@ import pydantic
 from acp_bridge.errors import RpcError
 from acp_bridge.wire.jsonrpc import Request
 
-__all__ = ["RequestHandler", "dispatch_request"]
+__all__ = ["RequestDispatcher", "RequestHandler"]
 
 log = logging.getLogger(__name__)
 
@@ -44,31 +48,50 @@ def _jsonrpcserver() -> tuple[ModuleType, ModuleType, ModuleType, Any]:
     return async_dispatcher, dispatcher, response, (result, NOCONTEXT)
 
 
-async def dispatch_request(
-    handlers: Mapping[str, RequestHandler], request: Request
-) -> dict[str, Any]:
-    """Run the handler for ``request`` and return the complete JSON-RPC response object."""
-    async_dispatcher, dispatcher, response, (result, nocontext) = _jsonrpcserver()
-    handler = handlers.get(request.method)
-    # jsonrpcserver looks the method up in this dict and answers -32601 itself when it is absent.
-    methods = {} if handler is None else {request.method: _adapt(handler, request, result)}
-    # Object params are spread as keyword arguments by jsonrpcserver; our adapter ignores them and
-    # hands the handler the original params, so camelCase keys and ``_meta`` arrive untouched.
-    server_request = dispatcher.create_request(
-        {"method": request.method, "params": request.params or [], "id": 0}
-    )
-    _, outcome = await async_dispatcher.dispatch_request(methods, nocontext, server_request)
-    serializable: dict[str, Any] = response.to_serializable(
-        dispatcher.to_response(server_request, outcome)
-    )
-    serializable["id"] = request.id  # ids may be null, which jsonrpcserver reserves for "none"
-    return serializable
+class RequestDispatcher:
+    """The handlers of one peer, served through jsonrpcserver.
+
+    Each handler is wrapped once, at registration, in an adapter that jsonrpcserver calls with
+    the :class:`Request` as its context argument; the adapter hands the handler the original
+    params, so camelCase keys and ``_meta`` arrive untouched. The adapters carry a ready-made
+    ``__signature__``, which spares jsonrpcserver an ``inspect.signature`` walk per call.
+    """
+
+    def __init__(self) -> None:
+        self._methods: dict[str, Callable[..., Awaitable[Any]]] = {}
+
+    def __contains__(self, method: str) -> bool:
+        return method in self._methods
+
+    def register(self, method: str, handler: RequestHandler) -> None:
+        self._methods[method] = _adapt(handler, method)
+
+    async def dispatch(self, request: Request) -> dict[str, Any]:
+        """Run the handler for ``request``; return the complete JSON-RPC response object.
+
+        An unknown method is answered -32601 by jsonrpcserver's own lookup.
+        """
+        async_dispatcher, dispatcher, response, (_result, _nocontext) = _jsonrpcserver()
+        server_request = dispatcher.create_request(
+            {"method": request.method, "params": [], "id": 0}
+        )
+        _, outcome = await async_dispatcher.dispatch_request(self._methods, request, server_request)
+        serializable: dict[str, Any] = response.to_serializable(
+            dispatcher.to_response(server_request, outcome)
+        )
+        serializable["id"] = request.id  # ids may be null, which jsonrpcserver reserves
+        return serializable
 
 
-def _adapt(
-    handler: RequestHandler, request: Request, result: ModuleType
-) -> Callable[..., Awaitable[Any]]:
-    async def call_handler(*_args: Any, **_kwargs: Any) -> Any:
+_ADAPTER_SIGNATURE = inspect.Signature(
+    [inspect.Parameter("request", inspect.Parameter.POSITIONAL_ONLY)]
+)
+
+
+def _adapt(handler: RequestHandler, method: str) -> Callable[..., Awaitable[Any]]:
+    _, _, _, (result, _) = _jsonrpcserver()
+
+    async def call_handler(request: Request) -> Any:
         try:
             value = await handler(request.params)
         except RpcError as exc:
@@ -79,10 +102,11 @@ def _adapt(
             errors = exc.errors(include_url=False, include_context=False, include_input=False)
             return result.InvalidParams(_plain(errors))
         except Exception as exc:
-            log.exception("handler for %s failed", request.method)
+            log.exception("handler for %s failed", method)
             return result.Error(-32603, "Internal error", type(exc).__name__)
         return result.Success(value)
 
+    call_handler.__signature__ = _ADAPTER_SIGNATURE  # type: ignore[attr-defined]
     return call_handler
 
 

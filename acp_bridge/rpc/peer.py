@@ -41,7 +41,7 @@ from acp_bridge.errors import (
     ResourceClosedError,
     RpcError,
 )
-from acp_bridge.rpc.dispatch import RequestHandler, dispatch_request
+from acp_bridge.rpc.dispatch import RequestDispatcher, RequestHandler
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader, LineWriter
 from acp_bridge.rpc.pending import PendingCall, PendingTable
 from acp_bridge.wire import jsonrpc
@@ -92,7 +92,7 @@ class JsonRpcPeer:
         self._reader = LineReader(receive_stream, max_line_bytes=max_line_bytes)
         self._writer = LineWriter(send_stream)
         self._pending = PendingTable(id_prefix=id_prefix)
-        self._request_handlers: dict[str, RequestHandler] = {}
+        self._dispatcher = RequestDispatcher()
         self._notification_handlers: dict[str, tuple[NotificationHandler, bool]] = {}
         self._observers: list[Observer] = []
         self._inflight: dict[RequestId, anyio.CancelScope] = {}
@@ -115,7 +115,7 @@ class JsonRpcPeer:
 
     def on_request(self, method: str, handler: RequestHandler) -> None:
         """Serve ``method``: ``await handler(params)`` returns the result or raises RpcError."""
-        self._request_handlers[method] = handler
+        self._dispatcher.register(method, handler)
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle notifications of ``method`` inline, in arrival order."""
@@ -340,7 +340,7 @@ class JsonRpcPeer:
     async def _serve(self, request: Request, scope: anyio.CancelScope) -> None:
         try:
             with scope:
-                response = await dispatch_request(self._request_handlers, request)
+                response = await self._dispatcher.dispatch(request)
             if scope.cancelled_caught:
                 response = jsonrpc.error_response(request.id, RpcError.request_cancelled())
         finally:

@@ -1,0 +1,100 @@
+"""anyio byte streams over raw file descriptors (pipes), on any backend.
+
+An agent's pipes come from :func:`anyio.open_process`. The other end of the bridge, our own
+stdin and stdout (an editor talking to ``acp-bridge proxy``, or a served agent), are plain file
+descriptors, which anyio does not wrap. These streams put the descriptor in non-blocking mode and
+wait with :func:`anyio.wait_readable` / :func:`anyio.wait_writable`, so they run on asyncio and
+trio alike without a thread.
+
+The descriptor's blocking mode is restored on :meth:`aclose`. The descriptor itself is closed only
+when ``close_fd=True``: stdin and stdout belong to the process, not to the stream. Non-blocking
+mode applies to the whole open file description, so another process sharing a terminal would
+see it too; these streams are meant for pipes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import anyio.lowlevel
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+__all__ = ["FdReceiveStream", "FdSendStream"]
+
+
+class _FdStream:
+    def __init__(self, fd: int, *, close_fd: bool) -> None:
+        self._fd = fd
+        self._close_fd = close_fd
+        self._was_blocking = os.get_blocking(fd)
+        os.set_blocking(fd, False)
+        self._closed = False
+
+    def fileno(self) -> int:
+        return self._fd
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        anyio.notify_closing(self._fd)  # wakes a task blocked in wait_readable/writable
+        try:
+            os.set_blocking(self._fd, self._was_blocking)
+            if self._close_fd:
+                os.close(self._fd)
+        except OSError:
+            pass  # already closed elsewhere: nothing left to restore
+        await anyio.lowlevel.checkpoint()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+
+
+class FdReceiveStream(_FdStream, ByteReceiveStream):
+    """Reads from a pipe's file descriptor."""
+
+    def __init__(self, fd: int, *, close_fd: bool = False) -> None:
+        super().__init__(fd, close_fd=close_fd)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:
+            self._check_open()
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            if not data:
+                raise anyio.EndOfStream
+            # Data was ready without waiting: still yield once, so a fast writer cannot
+            # starve every other task (every async call is a checkpoint).
+            await anyio.lowlevel.checkpoint()
+            return data
+
+
+class FdSendStream(_FdStream, ByteSendStream):
+    """Writes to a pipe's file descriptor."""
+
+    def __init__(self, fd: int, *, close_fd: bool = False) -> None:
+        super().__init__(fd, close_fd=close_fd)
+
+    async def send(self, item: bytes) -> None:
+        view = memoryview(item)
+        await anyio.lowlevel.checkpoint()
+        while view:
+            self._check_open()
+            try:
+                written = os.write(self._fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(self._fd)
+                continue
+            except OSError as exc:  # EPIPE above all: the reader is gone
+                raise anyio.BrokenResourceError from exc
+            view = view[written:]
+
+    async def send_eof(self) -> None:
+        await self.aclose()

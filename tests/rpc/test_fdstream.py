@@ -1,0 +1,104 @@
+"""Byte streams over pipe descriptors, and two peers talking across a real process boundary."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from acp_bridge.errors import RpcError
+from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
+from acp_bridge.rpc.peer import JsonRpcPeer
+
+pytestmark = pytest.mark.anyio
+
+SERVER = Path(__file__).resolve().parents[2] / "scripts" / "bench_rpc.py"
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[int, int]]:
+    read_fd, write_fd = os.pipe()
+    yield read_fd, write_fd
+    for fd in (read_fd, write_fd):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+async def test_bytes_cross_a_pipe_in_order_and_eof_ends_the_stream(pipe: tuple[int, int]) -> None:
+    read_fd, write_fd = pipe
+    receive, send = FdReceiveStream(read_fd), FdSendStream(write_fd, close_fd=True)
+    payload = os.urandom(3 * 1024 * 1024)  # far more than the pipe buffer: writes must wait
+    received = bytearray()
+
+    async def read_all() -> None:
+        try:
+            while True:
+                received.extend(await receive.receive())
+        except anyio.EndOfStream:
+            pass
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_all)
+        await send.send(payload)
+        await send.aclose()
+    assert bytes(received) == payload
+    await receive.aclose()
+    assert os.get_blocking(read_fd)
+
+
+async def test_writing_to_a_pipe_nobody_reads_is_a_broken_resource(pipe: tuple[int, int]) -> None:
+    read_fd, write_fd = pipe
+    os.close(read_fd)
+    send = FdSendStream(write_fd)
+    with pytest.raises(anyio.BrokenResourceError):
+        await send.send(b"x")
+    await send.aclose()
+
+
+async def test_a_closed_stream_refuses_use_and_wakes_a_blocked_reader(
+    pipe: tuple[int, int],
+) -> None:
+    read_fd, _write_fd = pipe
+    receive = FdReceiveStream(read_fd)
+    outcome: list[type[BaseException]] = []
+
+    async def blocked_read() -> None:
+        try:
+            await receive.receive()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            outcome.append(type(exc))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(blocked_read)
+        await anyio.wait_all_tasks_blocked()
+        await receive.aclose()
+    assert outcome
+    with pytest.raises(anyio.ClosedResourceError):
+        await receive.receive()
+
+
+async def test_two_peers_talk_across_a_real_process_boundary() -> None:
+    """Our peer in the test, our peer in a child process on its stdin/stdout pipes."""
+    async with await anyio.open_process(
+        [sys.executable, "-u", str(SERVER), "--role", "serve-ours"],
+        stderr=None,
+    ) as process:
+        assert process.stdout is not None
+        assert process.stdin is not None
+        peer = JsonRpcPeer(process.stdout, process.stdin, name="server")
+        async with anyio.create_task_group() as tg:
+            await tg.start(peer.run)
+            with anyio.fail_after(20):
+                assert await peer.request("echo", {"text": "hé\nllo"}) == {"text": "hé\nllo"}
+                with pytest.raises(RpcError) as info:
+                    await peer.request("session/unknown", {})
+                assert info.value.code == -32601
+            await process.stdin.aclose()  # EOF: the child's peer ends and the child exits
+            with anyio.fail_after(20):
+                await peer.wait_closed()
+                assert await process.wait() == 0
