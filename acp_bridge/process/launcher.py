@@ -1,0 +1,291 @@
+"""Start an agent process, watch it, and stop it so that nothing it started survives.
+
+Shutdown sequence (:meth:`AgentProcess.aclose`, also run when :func:`open_agent` exits for any
+reason: normal exit, an exception, or cancellation), shielded, with every wait bounded:
+
+1. take a psutil snapshot of the agent's tree (descendants that left the process group);
+2. close the agent's stdin: a well-behaved ACP agent exits on EOF;
+3. wait up to ``STDIN_CLOSE_GRACE_S`` for the agent to exit;
+4. SIGTERM the process group, wait up to ``TERM_GRACE_S``;
+5. SIGKILL the process group, wait up to ``KILL_WAIT_S``;
+6. whatever is still alive in the group or the snapshot (children outliving a leader that
+   exited) gets SIGTERM, then SIGKILL, with the same bounds;
+7. close the pipes.
+
+The exit is noticed through ``Process.wait()`` (waitpid), never through EOF on stdout: a
+grandchild that inherited stdout keeps the pipe open long after the agent died.
+
+stderr is always drained (an agent blocked on a full stderr pipe would hang); its last lines are
+kept for error messages and can be forwarded, line by line, to a callback.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+import psutil
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+
+from acp_bridge.errors import SpawnError
+from acp_bridge.process import killer
+from acp_bridge.process.spec import AgentSpec
+
+__all__ = [
+    "KILL_WAIT_S",
+    "STDIN_CLOSE_GRACE_S",
+    "TERM_GRACE_S",
+    "AgentProcess",
+    "ExitStatus",
+    "open_agent",
+]
+
+log = logging.getLogger(__name__)
+
+STDIN_CLOSE_GRACE_S: Final = 2.0
+"""How long an agent gets to exit by itself once its stdin is closed."""
+TERM_GRACE_S: Final = 2.0
+"""How long the group gets between SIGTERM and SIGKILL."""
+KILL_WAIT_S: Final = 5.0
+"""How long we wait for the kernel to finish off a SIGKILLed agent before giving up on it."""
+_LEFTOVER_POLL_S: Final = 0.05
+"""Poll interval while waiting for leftover descendants, which we cannot waitpid() on."""
+
+STDERR_TAIL_LINES: Final = 200
+_STDERR_LINE_MAX_BYTES: Final = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ExitStatus:
+    """How a process ended: ``returncode`` as Python reports it, ``signal`` when killed by one."""
+
+    returncode: int
+
+    @property
+    def signal(self) -> int | None:
+        return -self.returncode if self.returncode < 0 else None
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            try:
+                return f"killed by {signal.Signals(self.signal).name}"
+            except ValueError:
+                return f"killed by signal {self.signal}"
+        return f"exited with code {self.returncode}"
+
+
+class _StderrTail:
+    """The last lines of an agent's stderr, each cut at a byte limit."""
+
+    def __init__(self, max_lines: int) -> None:
+        self.lines: deque[str] = deque(maxlen=max_lines)
+        self._partial = bytearray()
+        self.total_bytes = 0
+
+    def feed(self, chunk: bytes) -> list[str]:
+        self.total_bytes += len(chunk)
+        complete = []
+        *whole, rest = chunk.split(b"\n")
+        for piece in whole:
+            self._partial += piece[: max(0, _STDERR_LINE_MAX_BYTES - len(self._partial))]
+            complete.append(self._take())
+        self._partial += rest[: max(0, _STDERR_LINE_MAX_BYTES - len(self._partial))]
+        return complete
+
+    def finish(self) -> list[str]:
+        return [self._take()] if self._partial else []
+
+    def _take(self) -> str:
+        line = self._partial.decode("utf-8", errors="replace").rstrip("\r")
+        self._partial.clear()
+        self.lines.append(line)
+        return line
+
+
+class AgentProcess:
+    """A running agent: its pipes, its exit status, the tail of its stderr."""
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        process: Process,
+        stderr_forward: Callable[[str], None] | None,
+        stderr_tail_lines: int,
+    ) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self.spec = spec
+        self.pid = process.pid
+        self.stdin: ByteSendStream = process.stdin
+        self.stdout: ByteReceiveStream = process.stdout
+        self._process = process
+        self._stderr_forward = stderr_forward
+        self._stderr = _StderrTail(stderr_tail_lines)
+        self._exited = anyio.Event()
+        self._exit_status: ExitStatus | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = self._exit_status.describe() if self._exit_status else "running"
+        return f"<AgentProcess {self.spec.name!r} pid={self.pid} [{state}]>"
+
+    @property
+    def exit_status(self) -> ExitStatus | None:
+        """None while the agent runs."""
+        return self._exit_status
+
+    @property
+    def has_exited(self) -> bool:
+        return self._exit_status is not None
+
+    async def wait_exited(self) -> ExitStatus:
+        await self._exited.wait()
+        assert self._exit_status is not None
+        return self._exit_status
+
+    def stderr_tail(self, max_lines: int = 20) -> str:
+        """The last ``max_lines`` lines the agent wrote to stderr."""
+        lines = list(self._stderr.lines)[-max_lines:] if max_lines > 0 else []
+        return "\n".join(lines)
+
+    @property
+    def stderr_bytes(self) -> int:
+        """How many bytes of stderr were drained so far."""
+        return self._stderr.total_bytes
+
+    async def _watch_exit(self) -> None:
+        returncode = await self._process.wait()
+        self._exit_status = ExitStatus(returncode)
+        log.debug("%s (pid %d) %s", self.spec.name, self.pid, self._exit_status.describe())
+        self._exited.set()
+
+    async def _pump_stderr(self) -> None:
+        stream = self._process.stderr
+        assert stream is not None
+        try:
+            async for chunk in stream:
+                for line in self._stderr.feed(chunk):
+                    self._forward(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        for line in self._stderr.finish():
+            self._forward(line)
+
+    def _forward(self, line: str) -> None:
+        if self._stderr_forward is not None:
+            self._stderr_forward(line)
+
+    async def aclose(self) -> None:
+        """Stop the agent and everything it started (see the module docstring). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._stop()
+
+    async def _stop(self) -> None:
+        snapshot = [] if self.has_exited else killer.tree_snapshot(self.pid)
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self.stdin.aclose()
+        if not await self._exits_within(STDIN_CLOSE_GRACE_S):
+            log.info("%s did not exit on EOF; sending SIGTERM", self.spec.name)
+            killer.signal_group(self.pid, signal.SIGTERM)
+            if not await self._exits_within(TERM_GRACE_S):
+                log.warning("%s ignored SIGTERM; sending SIGKILL", self.spec.name)
+                killer.signal_group(self.pid, signal.SIGKILL)
+                if not await self._exits_within(KILL_WAIT_S):
+                    log.error("%s (pid %d) survived SIGKILL", self.spec.name, self.pid)
+        await self._stop_leftovers(snapshot)
+        with anyio.move_on_after(KILL_WAIT_S):
+            await self._process.aclose()
+
+    async def _exits_within(self, seconds: float) -> bool:
+        with anyio.move_on_after(seconds):
+            await self._exited.wait()
+        return self._exited.is_set()
+
+    async def _stop_leftovers(self, snapshot: list[psutil.Process]) -> None:
+        """Descendants that outlived the agent: in its group, or in the snapshot."""
+        for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, KILL_WAIT_S)):
+            leftovers = self._leftovers(snapshot)
+            if not leftovers:
+                return
+            log.info(
+                "%s left %d process(es) behind; sending %s",
+                self.spec.name, len(leftovers), sig.name,
+            )
+            killer.signal_group(self.pid, sig)
+            killer.signal_processes(leftovers, sig)
+            with anyio.move_on_after(grace):
+                # Not our children: nothing to waitpid() on, so poll.
+                while self._leftovers(snapshot):  # noqa: ASYNC110
+                    await anyio.sleep(_LEFTOVER_POLL_S)
+        if leftovers := self._leftovers(snapshot):
+            log.error("%s: %d process(es) survived SIGKILL", self.spec.name, len(leftovers))
+
+    def _leftovers(self, snapshot: list[psutil.Process]) -> list[psutil.Process]:
+        own_pid = self.pid
+        found = {p.pid: p for p in killer.living(snapshot) if p.pid != own_pid}
+        for proc in killer.group_members(self.pid):
+            found.setdefault(proc.pid, proc)
+        return list(found.values())
+
+
+@asynccontextmanager
+async def open_agent(
+    spec: AgentSpec,
+    *,
+    base_env: Mapping[str, str] | None = None,
+    stderr_forward: Callable[[str], None] | None = None,
+    stderr_tail_lines: int = STDERR_TAIL_LINES,
+) -> AsyncIterator[AgentProcess]:
+    """Start ``spec`` in its own process group; stop it and its whole tree on exit.
+
+    ``base_env`` is the environment the spec's changes apply to; without it the agent inherits
+    ours unchanged (and a spec that changes the environment is an error: pass ``os.environ``).
+
+    Raises:
+        SpawnError: the command could not be started (``__cause__`` holds the OSError).
+    """
+    env = None
+    if spec.changes_env:
+        if base_env is None:
+            raise ValueError("a spec that changes the environment needs base_env")
+        env = spec.resolve_env(base_env)
+    try:
+        process = await anyio.open_process(
+            list(spec.argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=spec.cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise SpawnError(f"could not start {spec.name} ({spec.display_command}): {reason}") from exc
+    agent = AgentProcess(spec, process, stderr_forward, stderr_tail_lines)
+    log.debug("started %s (pid %d): %s", spec.name, agent.pid, spec.display_command)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent._watch_exit)
+            tg.start_soon(agent._pump_stderr)
+            try:
+                yield agent
+            finally:
+                await agent.aclose()
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The caller's own exception, raised in the body, comes back wrapped by the task group;
+        # hand it back unwrapped when it is alone.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise

@@ -1,0 +1,54 @@
+"""What to run: an agent's command line, working directory and environment. Pure data."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["AgentSpec"]
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """How to start one agent.
+
+    The agent inherits the bridge's environment unless told otherwise:
+
+    * ``env`` adds or overrides variables;
+    * ``env_remove`` drops variables (secrets the agent must not see);
+    * ``env_allowlist``, when set, keeps only the named variables before ``env`` is applied.
+    """
+
+    argv: Sequence[str]
+    name: str = ""
+    cwd: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    env_remove: frozenset[str] = frozenset()
+    env_allowlist: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("an agent needs a command to run")
+        if not self.name:
+            object.__setattr__(self, "name", Path(self.argv[0]).name)
+
+    @property
+    def display_command(self) -> str:
+        return shlex.join(self.argv)
+
+    @property
+    def changes_env(self) -> bool:
+        return bool(self.env or self.env_remove or self.env_allowlist is not None)
+
+    def resolve_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The child's environment, built from ``base`` (normally the bridge's own)."""
+        if self.env_allowlist is not None:
+            resolved = {k: v for k, v in base.items() if k in self.env_allowlist}
+        else:
+            resolved = dict(base)
+        for key in self.env_remove:
+            resolved.pop(key, None)
+        resolved.update(self.env)
+        return resolved
