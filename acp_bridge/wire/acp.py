@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, Tag
+from pydantic import Field, StrictBool, Tag
 
 from acp_bridge.wire.base import (
     SALVAGE,
@@ -155,7 +155,7 @@ class BooleanConfigOption(WireModel):
     type: Literal["boolean"] = "boolean"
     id: str
     name: str
-    current_value: bool
+    current_value: StrictBool
     category: Annotated[str | None, SALVAGE] = None
     description: Annotated[str | None, SALVAGE] = None
 
@@ -281,7 +281,7 @@ class SetSessionConfigOptionRequest(WireModel):
     session_id: str
     config_id: str
     type: Literal["boolean"] | None = None
-    value: bool | str
+    value: StrictBool | str
 
     @classmethod
     def select(cls, session_id: str, config_id: str, value: str) -> Self:

@@ -35,7 +35,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticUndefined, PydanticUseDefault
+from pydantic_core import PydanticUndefined, PydanticUseDefault, from_json
 
 __all__ = [
     "SALVAGE",
@@ -133,17 +133,21 @@ class WireModel(BaseModel):
         """Validate raw JSON text from the wire (camelCase keys only).
 
         Raises:
-            pydantic.ValidationError: not JSON, or a required field is missing or malformed.
+            ValueError: not JSON (plain ValueError), or a required field is missing or malformed
+                (pydantic.ValidationError, a ValueError subclass).
         """
-        return cls.model_validate_json(data, by_alias=True, by_name=False)
+        # Not model_validate_json: in JSON mode pydantic-core 2.13 silently drops an unknown key
+        # that equals a field's Python name (e.g. "meta", "session_id") instead of keeping it as
+        # an extra. Parsing with pydantic_core's JSON reader first keeps it, and is still fast.
+        return cls.parse(from_json(data, allow_inf_nan=False))
 
     def dump(self) -> dict[str, Any]:
-        """The JSON-ready wire form: camelCase keys, unknown fields kept, unset optionals left out."""
+        """The JSON-ready wire form: camelCase keys, unknown fields kept, unset fields omitted."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
     def dump_json(self) -> bytes:
         """Compact JSON bytes of :meth:`dump` (no newline, so safe to frame as NDJSON)."""
-        return self.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude_unset=True)
 
 
 class NullableResult(WireModel):
@@ -194,4 +198,3 @@ def tag_discriminator(
         return tag if tag in known_tags else UNKNOWN_TAG
 
     return Discriminator(pick)
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, Tag
+from pydantic import Field, StrictBool, Tag
 
 from acp_bridge.wire.acp import EnvVariable
 from acp_bridge.wire.base import SALVAGE, SKIP_INVALID, UNKNOWN_TAG, WireModel, tag_discriminator
@@ -193,7 +193,7 @@ class TerminalOutputResponse(WireModel):
     """``terminal/output`` result: ``{output, truncated, exitStatus?}``."""
 
     output: str
-    truncated: bool
+    truncated: StrictBool
     exit_status: Annotated[TerminalExitStatus | None, SALVAGE] = None
 
 

@@ -2,15 +2,18 @@
 
 acp-protocol.md section 3. Capabilities left out mean *unsupported*, and new capabilities are not
 breaking changes, so every capability field is optional, salvaged when malformed, and unknown
-ones are kept as extras. The ``supports_*`` predicates on :class:`AgentCapabilities` are what the
-bridge gates its optional calls on.
+ones are kept as extras. Flags are strict JSON booleans: pydantic's lax mode would read ``"yes"``
+as true, where the reference types call it malformed and fall back to false.
+
+The ``supports_*`` predicates on :class:`AgentCapabilities` are what the bridge gates its optional
+calls on.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Tag, field_validator
+from pydantic import Field, StrictBool, Tag, field_validator
 
 from acp_bridge.wire.base import (
     SALVAGE,
@@ -70,14 +73,14 @@ class Implementation(WireModel):
 class FileSystemCapabilities(WireModel):
     """``clientCapabilities.fs``."""
 
-    read_text_file: Annotated[bool, SALVAGE] = False
-    write_text_file: Annotated[bool, SALVAGE] = False
+    read_text_file: Annotated[StrictBool, SALVAGE] = False
+    write_text_file: Annotated[StrictBool, SALVAGE] = False
 
 
 class AuthCapabilities(WireModel):
     """``clientCapabilities.auth``: ``terminal`` allows ``type:"terminal"`` auth methods."""
 
-    terminal: Annotated[bool, SALVAGE] = False
+    terminal: Annotated[StrictBool, SALVAGE] = False
 
 
 class ElicitationCapabilities(WireModel):
@@ -103,7 +106,7 @@ class ClientCapabilities(WireModel):
     """What the client (editor, or the bridge facing an agent) supports."""
 
     fs: Annotated[FileSystemCapabilities, SALVAGE] = Field(default_factory=FileSystemCapabilities)
-    terminal: Annotated[bool, SALVAGE] = False
+    terminal: Annotated[StrictBool, SALVAGE] = False
     auth: Annotated[AuthCapabilities, SALVAGE] = Field(default_factory=AuthCapabilities)
     elicitation: Annotated[ElicitationCapabilities | None, SALVAGE] = None
     session: Annotated[ClientSessionCapabilities | None, SALVAGE] = None
@@ -115,16 +118,16 @@ class ClientCapabilities(WireModel):
 class PromptCapabilities(WireModel):
     """Content block types beyond text and ``resource_link`` that the agent accepts in prompts."""
 
-    image: Annotated[bool, SALVAGE] = False
-    audio: Annotated[bool, SALVAGE] = False
-    embedded_context: Annotated[bool, SALVAGE] = False
+    image: Annotated[StrictBool, SALVAGE] = False
+    audio: Annotated[StrictBool, SALVAGE] = False
+    embedded_context: Annotated[StrictBool, SALVAGE] = False
 
 
 class McpCapabilities(WireModel):
     """MCP transports the agent accepts besides stdio (which is mandatory)."""
 
-    http: Annotated[bool, SALVAGE] = False
-    sse: Annotated[bool, SALVAGE] = False
+    http: Annotated[StrictBool, SALVAGE] = False
+    sse: Annotated[StrictBool, SALVAGE] = False
 
 
 class SessionCapabilities(WireModel):
@@ -147,7 +150,7 @@ class AgentAuthCapabilities(WireModel):
 class AgentCapabilities(WireModel):
     """What the agent supports; the bridge caches this per connection and gates calls on it."""
 
-    load_session: Annotated[bool, SALVAGE] = False
+    load_session: Annotated[StrictBool, SALVAGE] = False
     prompt_capabilities: Annotated[PromptCapabilities, SALVAGE] = Field(
         default_factory=PromptCapabilities
     )
