@@ -219,7 +219,9 @@ class AgentProcess:
                 return
             log.info(
                 "%s left %d process(es) behind; sending %s",
-                self.spec.name, len(leftovers), sig.name,
+                self.spec.name,
+                len(leftovers),
+                sig.name,
             )
             killer.signal_group(self.pid, sig)
             killer.signal_processes(leftovers, sig)

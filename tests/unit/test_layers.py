@@ -1,0 +1,89 @@
+"""The layering rules of design.md, checked on the source: dependencies point down only."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "acp_bridge"
+
+# Each layer may import only from the layers listed (and itself).
+ALLOWED = {
+    "errors": set(),
+    "wire": {"errors"},
+    "rpc": {"errors", "wire"},
+    "process": {"errors", "wire"},
+    "cli": {"errors", "wire", "rpc", "process", "client", "session", "conversation", "proxy"},
+}
+PURE_MODULES = ["wire", "rpc/pending.py", "process/spec.py"]
+IMPURE_IMPORTS = {"anyio", "trio", "asyncio", "os", "signal", "time", "subprocess", "socket"}
+
+
+def _layer(path: Path) -> str:
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _sources(sub: str = "") -> list[Path]:
+    root = PACKAGE / sub
+    return [root] if root.is_file() else sorted(root.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down_the_layers(path: Path) -> None:
+    layer = _layer(path)
+    if layer not in ALLOWED:
+        return
+    for name in _imports(path):
+        parts = name.split(".")
+        if parts[0] != "acp_bridge" or len(parts) < 2 or parts[1] in ("__init__",):
+            continue
+        target = parts[1]
+        assert target == layer or target in ALLOWED[layer], f"{path.name} imports {name}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for sub in PURE_MODULES for p in _sources(sub)],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_pure_modules_do_no_io(path: Path) -> None:
+    impure = {name for name in _imports(path) if name.split(".")[0] in IMPURE_IMPORTS}
+    assert not impure, f"{path.name} imports {sorted(impure)}"
+
+
+def test_only_the_cli_touches_stdout_stdin_and_argv() -> None:
+    for path in _sources():
+        if _layer(path) == "cli" or path.name == "__main__.py":
+            continue
+        text = path.read_text()
+        for forbidden in ("sys.stdout", "sys.stdin", "sys.argv", "print("):
+            assert forbidden not in text, f"{path.relative_to(PACKAGE)} uses {forbidden}"
+
+
+def test_importing_the_package_loads_neither_litellm_nor_the_sdk_nor_jsonrpcserver() -> None:
+    code = (
+        "import sys, acp_bridge, acp_bridge.cli.main, acp_bridge.rpc.peer, "
+        "acp_bridge.wire.updates, acp_bridge.process.launcher\n"
+        "bad = [m for m in ('litellm', 'acp', 'jsonrpcserver') if m in sys.modules]\n"
+        "print(','.join(bad))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == ""
