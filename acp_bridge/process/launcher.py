@@ -44,6 +44,7 @@ __all__ = [
     "TERM_GRACE_S",
     "AgentProcess",
     "ExitStatus",
+    "ShutdownTimeouts",
     "open_agent",
 ]
 
@@ -60,6 +61,15 @@ _LEFTOVER_POLL_S: Final = 0.05
 
 STDERR_TAIL_LINES: Final = 200
 _STDERR_LINE_MAX_BYTES: Final = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownTimeouts:
+    """The bounds of each shutdown step, in seconds (see the module docstring)."""
+
+    stdin_close_grace_s: float = STDIN_CLOSE_GRACE_S
+    term_grace_s: float = TERM_GRACE_S
+    kill_wait_s: float = KILL_WAIT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +128,7 @@ class AgentProcess:
         process: Process,
         stderr_forward: Callable[[str], None] | None,
         stderr_tail_lines: int,
+        shutdown: ShutdownTimeouts,
     ) -> None:
         assert process.stdin is not None
         assert process.stdout is not None
@@ -130,7 +141,12 @@ class AgentProcess:
         self._stderr = _StderrTail(stderr_tail_lines)
         self._exited = anyio.Event()
         self._exit_status: ExitStatus | None = None
+        self._shutdown = shutdown
         self._closed = False
+        # The exit watcher and the stderr pump must outlive a cancelled caller: shutdown needs
+        # both (to see the exit, and so an agent blocked on stderr can exit). They run shielded
+        # and are stopped explicitly through this scope once shutdown is over.
+        self._background = anyio.CancelScope(shield=True)
 
     def __repr__(self) -> str:
         state = self._exit_status.describe() if self._exit_status else "running"
@@ -159,6 +175,12 @@ class AgentProcess:
     def stderr_bytes(self) -> int:
         """How many bytes of stderr were drained so far."""
         return self._stderr.total_bytes
+
+    async def _run_background(self) -> None:
+        with self._background:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watch_exit)
+                tg.start_soon(self._pump_stderr)
 
     async def _watch_exit(self) -> None:
         returncode = await self._process.wait()
@@ -194,16 +216,17 @@ class AgentProcess:
         snapshot = [] if self.has_exited else killer.tree_snapshot(self.pid)
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             await self.stdin.aclose()
-        if not await self._exits_within(STDIN_CLOSE_GRACE_S):
+        bounds = self._shutdown
+        if not await self._exits_within(bounds.stdin_close_grace_s):
             log.info("%s did not exit on EOF; sending SIGTERM", self.spec.name)
             killer.signal_group(self.pid, signal.SIGTERM)
-            if not await self._exits_within(TERM_GRACE_S):
+            if not await self._exits_within(bounds.term_grace_s):
                 log.warning("%s ignored SIGTERM; sending SIGKILL", self.spec.name)
                 killer.signal_group(self.pid, signal.SIGKILL)
-                if not await self._exits_within(KILL_WAIT_S):
+                if not await self._exits_within(bounds.kill_wait_s):
                     log.error("%s (pid %d) survived SIGKILL", self.spec.name, self.pid)
         await self._stop_leftovers(snapshot)
-        with anyio.move_on_after(KILL_WAIT_S):
+        with anyio.move_on_after(bounds.kill_wait_s):
             await self._process.aclose()
 
     async def _exits_within(self, seconds: float) -> bool:
@@ -213,7 +236,9 @@ class AgentProcess:
 
     async def _stop_leftovers(self, snapshot: list[psutil.Process]) -> None:
         """Descendants that outlived the agent: in its group, or in the snapshot."""
-        for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, KILL_WAIT_S)):
+        bounds = self._shutdown
+        steps = ((signal.SIGTERM, bounds.term_grace_s), (signal.SIGKILL, bounds.kill_wait_s))
+        for sig, grace in steps:
             leftovers = self._leftovers(snapshot)
             if not leftovers:
                 return
@@ -247,6 +272,7 @@ async def open_agent(
     base_env: Mapping[str, str] | None = None,
     stderr_forward: Callable[[str], None] | None = None,
     stderr_tail_lines: int = STDERR_TAIL_LINES,
+    shutdown: ShutdownTimeouts = ShutdownTimeouts(),
 ) -> AsyncIterator[AgentProcess]:
     """Start ``spec`` in its own process group; stop it and its whole tree on exit.
 
@@ -274,17 +300,16 @@ async def open_agent(
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise SpawnError(f"could not start {spec.name} ({spec.display_command}): {reason}") from exc
-    agent = AgentProcess(spec, process, stderr_forward, stderr_tail_lines)
+    agent = AgentProcess(spec, process, stderr_forward, stderr_tail_lines, shutdown)
     log.debug("started %s (pid %d): %s", spec.name, agent.pid, spec.display_command)
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(agent._watch_exit)
-            tg.start_soon(agent._pump_stderr)
+            tg.start_soon(agent._run_background)
             try:
                 yield agent
             finally:
                 await agent.aclose()
-                tg.cancel_scope.cancel()
+                agent._background.cancel()
     except BaseExceptionGroup as group:
         # The caller's own exception, raised in the body, comes back wrapped by the task group;
         # hand it back unwrapped when it is alone.

@@ -1,0 +1,158 @@
+"""open_agent() against real misbehaving processes: the tree dies, whatever way we leave."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from acp_bridge.errors import ConnectionClosedError, SpawnError
+from acp_bridge.process.launcher import AgentProcess, ShutdownTimeouts, open_agent
+from acp_bridge.process.spec import AgentSpec
+from acp_bridge.rpc.peer import JsonRpcPeer
+from tests.process.liveness import open_liveness
+
+pytestmark = pytest.mark.anyio
+
+AGENTS = Path(__file__).resolve().parents[2] / "fixtures" / "agents"
+QUICK = ShutdownTimeouts(stdin_close_grace_s=0.5, term_grace_s=0.5, kill_wait_s=5)
+
+
+def fake(script: str, *flags: str) -> AgentSpec:
+    return AgentSpec([sys.executable, "-u", str(AGENTS / script), *flags])
+
+
+async def initialize(agent: AgentProcess) -> dict[str, object]:
+    peer = JsonRpcPeer(agent.stdout, agent.stdin, name=agent.spec.name)
+    async with anyio.create_task_group() as tg:
+        await tg.start(peer.run)
+        with anyio.fail_after(20):
+            result = await peer.request(
+                "initialize", {"protocolVersion": 1, "clientCapabilities": {}}
+            )
+        await peer.aclose()
+    assert isinstance(result, dict)
+    return result
+
+
+async def test_closing_the_agent_kills_its_grandchildren() -> None:
+    async with open_liveness() as liveness:
+        spec = fake("forking_agent.py", "--connect-back", str(liveness.port))
+        async with open_agent(spec, shutdown=QUICK) as agent:
+            peers = await liveness.accept(2)
+            assert {p.role for p in peers} == {"agent", "grandchild"}
+            assert agent.pid in {p.pid for p in peers}
+        await liveness.assert_closed(*peers)
+        assert agent.has_exited
+
+
+async def test_the_exit_is_noticed_while_a_grandchild_holds_stdout() -> None:
+    async with open_liveness() as liveness:
+        spec = fake("forking_agent.py", "--connect-back", str(liveness.port), "--orphan-exit")
+        async with open_agent(spec, shutdown=QUICK) as agent:
+            peers = await liveness.accept(2)
+            with anyio.fail_after(10):
+                status = await agent.wait_exited()
+            assert status.returncode == 0
+            grandchild = next(p for p in peers if p.role == "grandchild")
+            # The grandchild still holds the pipes, so the agent's death is not an EOF...
+            assert grandchild.pid != agent.pid
+        # ...and closing still kills what it left behind in the group.
+        await liveness.assert_closed(grandchild)
+
+
+async def test_a_grandchild_that_left_the_group_is_still_killed() -> None:
+    async with open_liveness() as liveness:
+        spec = fake("forking_agent.py", "--connect-back", str(liveness.port), "--setsid-grandchild")
+        async with open_agent(spec, shutdown=QUICK):
+            peers = await liveness.accept(2)
+        await liveness.assert_closed(*peers)
+
+
+async def test_an_agent_that_ignores_sigterm_is_killed() -> None:
+    async with open_agent(fake("stubborn_agent.py", "--ignore-sigterm"), shutdown=QUICK) as agent:
+        await initialize(agent)
+    assert agent.exit_status is not None
+    assert agent.exit_status.signal == signal.SIGKILL
+    assert agent.exit_status.describe() == "killed by SIGKILL"
+
+
+async def test_an_agent_that_exits_on_eof_is_not_signalled() -> None:
+    async with open_agent(fake("echo_agent.py")) as agent:
+        await initialize(agent)
+    assert agent.exit_status is not None
+    assert agent.exit_status.returncode == 0
+
+
+async def test_an_exception_in_the_body_still_kills_the_tree_and_propagates_unwrapped() -> None:
+    async with open_liveness() as liveness:
+        spec = fake("forking_agent.py", "--connect-back", str(liveness.port))
+        with pytest.raises(KeyError, match="boom"):
+            async with open_agent(spec, shutdown=QUICK):
+                peers = await liveness.accept(2)
+                raise KeyError("boom")
+        await liveness.assert_closed(*peers)
+
+
+async def test_cancelling_the_caller_still_kills_the_tree() -> None:
+    async with open_liveness() as liveness:
+        spec = fake("forking_agent.py", "--connect-back", str(liveness.port))
+        with anyio.CancelScope() as scope:
+            async with open_agent(spec, shutdown=QUICK):
+                peers = await liveness.accept(2)
+                scope.cancel()
+                await anyio.sleep_forever()
+        assert scope.cancelled_caught
+        await liveness.assert_closed(*peers)
+
+
+async def test_a_stderr_flood_never_blocks_and_its_tail_is_kept() -> None:
+    forwarded: list[str] = []
+    spec = fake("stderr_flood_agent.py", "--stderr-flood", "8")
+    async with open_agent(spec, stderr_forward=forwarded.append) as agent:
+        await initialize(agent)  # the agent floods 8 MB before it answers
+        assert agent.stderr_bytes >= 8 * 1024 * 1024
+        assert "STDERR-FLOOD-END initialize" in agent.stderr_tail(1)
+    assert forwarded[-1].startswith("STDERR-FLOOD-END")
+
+
+async def test_non_json_noise_on_stdout_is_skipped() -> None:
+    async with open_agent(fake("noisy_agent.py")) as agent:
+        result = await initialize(agent)
+    assert result["protocolVersion"] == 1
+
+
+async def test_an_agent_that_closes_stdout_but_lives_is_seen_as_gone() -> None:
+    async with open_agent(fake("garbage_agent.py", "--close-stdout"), shutdown=QUICK) as agent:
+        peer = JsonRpcPeer(agent.stdout, agent.stdin, name="garbage")
+        async with anyio.create_task_group() as tg:
+            await tg.start(peer.run)
+            with pytest.raises(ConnectionClosedError), anyio.fail_after(20):
+                await peer.request("initialize", {"protocolVersion": 1})
+        assert not agent.has_exited  # alive, but useless: the caller closes it
+    assert agent.has_exited
+
+
+async def test_a_command_that_does_not_exist_is_a_spawn_error() -> None:
+    with pytest.raises(SpawnError, match="could not start") as info:
+        async with open_agent(AgentSpec(["/nonexistent/agent-binary"])):
+            pass
+    assert isinstance(info.value.__cause__, OSError)
+
+
+async def test_the_environment_can_be_added_to_removed_from_and_allowlisted() -> None:
+    spec = AgentSpec(
+        [sys.executable, "-c", "import os, sys; sys.stderr.write(repr(sorted(os.environ)))"],
+        env={"ADDED": "1"},
+        env_allowlist=frozenset({"PATH", "SECRET", "KEEP"}),
+        env_remove=frozenset({"SECRET"}),
+    )
+    base = {"PATH": "/usr/bin", "SECRET": "x", "KEEP": "y", "OTHER": "z"}
+    async with open_agent(spec, base_env=base) as agent:
+        await agent.wait_exited()
+    names = agent.stderr_tail()
+    assert "'ADDED'" in names and "'KEEP'" in names and "'PATH'" in names
+    assert "SECRET" not in names and "OTHER" not in names
