@@ -10,6 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# CI machines are small and shared: judge properties, not generation speed.
+settings.register_profile("acp-bridge", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("acp-bridge")
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # tests import the fixtures package helpers

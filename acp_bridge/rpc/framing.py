@@ -204,6 +204,18 @@ class LineWriter:
         """Stop accepting lines; :meth:`run` returns once the queue is written."""
         self._send.close()
 
+    def dispose(self) -> None:
+        """Release the queue even if :meth:`run` never got to start (idempotent).
+
+        A task cancelled before its first step never runs its ``finally``, so the owner calls
+        this once the writer's task is over.
+        """
+        self._send.close()
+        for _line, written in _drain(self._receive):
+            if written is not None:
+                written.set()
+        self._receive.close()
+
 
 def _drain(
     receive: MemoryObjectReceiveStream[tuple[bytes, anyio.Event | None]],

@@ -163,6 +163,7 @@ class JsonRpcPeer:
         finally:
             if self._closed_reason is None:  # cancelled from outside
                 self._close(ResourceClosedError(f"{self.name}: the peer was stopped"))
+            self._writer.dispose()
             self._finished.set()
 
     async def aclose(self) -> None:
@@ -241,7 +242,14 @@ class JsonRpcPeer:
         line = jsonrpc.encode_message(message)
         for observer in self._observers:
             observer("out", line)
-        await self._writer.send_line(line, wait_written=wait_written)
+        try:
+            await self._writer.send_line(line, wait_written=wait_written)
+        except (ConnectionClosedError, ResourceClosedError):
+            # The connection ended while this line waited: report why it ended, not the
+            # writer's view of it, so every caller sees the same error type.
+            if self._closed_reason is not None:
+                raise _fresh(self._closed_reason) from self._closed_reason
+            raise
 
     # -- receiving ------------------------------------------------------------------------------
 
