@@ -21,17 +21,21 @@ from typing import Any
 __all__ = [
     "AgentError",
     "AgentExitedError",
+    "AgentStartupError",
+    "AuthRequiredError",
     "BridgeError",
     "ConnectionClosedError",
     "ErrorCode",
     "FramingError",
     "LocalProtocolError",
     "ProtocolError",
+    "ProtocolVersionError",
     "QueueStoreError",
     "RemoteProtocolError",
     "ResourceClosedError",
     "RestartLimitError",
     "RpcError",
+    "SessionRestoreError",
     "SpawnError",
 ]
 
@@ -168,8 +172,35 @@ class SpawnError(AgentError):
     """The agent could not be started; ``__cause__`` holds the OSError."""
 
 
+class AgentStartupError(AgentError):
+    """The agent started but could not be initialized (it died, hung, or answered wrongly)."""
+
+
+class ProtocolVersionError(AgentStartupError):
+    """The agent speaks an ACP version we do not."""
+
+    def __init__(self, message: str, *, agent_version: int) -> None:
+        super().__init__(message)
+        self.agent_version = agent_version
+
+
+class AuthRequiredError(AgentError):
+    """The agent answered -32000: ``authenticate`` with one of ``methods`` first.
+
+    ``methods`` holds ``(id, name, description)`` for each auth method the agent listed.
+    """
+
+    def __init__(self, message: str, *, methods: list[tuple[str, str, str]]) -> None:
+        super().__init__(message)
+        self.methods = methods
+
+
 class AgentExitedError(AgentError):
-    """The agent process exited while we needed it."""
+    """The agent process exited (or stopped answering) while we needed it.
+
+    ``recoverable`` is true when the supervisor is restarting the agent and will restore its
+    sessions, so the caller may go on (the lost work is not re-sent by itself).
+    """
 
     def __init__(
         self,
@@ -178,11 +209,17 @@ class AgentExitedError(AgentError):
         returncode: int | None = None,
         signal: int | None = None,
         stderr_tail: str = "",
+        recoverable: bool = False,
     ) -> None:
         super().__init__(message)
         self.returncode = returncode
         self.signal = signal
         self.stderr_tail = stderr_tail
+        self.recoverable = recoverable
+
+
+class SessionRestoreError(AgentError):
+    """A session could not be restored on a restarted agent."""
 
 
 class RestartLimitError(AgentError):

@@ -17,9 +17,16 @@ ALLOWED = {
     "wire": {"errors"},
     "rpc": {"errors", "wire"},
     "process": {"errors", "wire"},
+    "client": {"errors", "wire", "rpc", "process"},
     "cli": {"errors", "wire", "rpc", "process", "client", "session", "conversation", "proxy"},
 }
-PURE_MODULES = ["wire", "rpc/pending.py", "process/spec.py"]
+PURE_MODULES = [
+    "wire",
+    "rpc/pending.py",
+    "process/spec.py",
+    "process/policy.py",
+    "client/toolcalls.py",
+]
 IMPURE_IMPORTS = {"anyio", "trio", "asyncio", "os", "signal", "time", "subprocess", "socket"}
 
 

@@ -1,0 +1,145 @@
+"""Events a supervised agent reports to its caller. Plain frozen records; no I/O.
+
+Two streams carry them:
+
+* **lifecycle events** (:class:`AgentStarted`, :class:`AgentExited`, :class:`AgentRestarting`,
+  :class:`SessionRestored`, :class:`SessionReplaced`, :class:`AgentGaveUp`) from
+  ``SupervisedAgent.events()``: every exit, restart and give-up is visible;
+* **turn events** (:class:`UpdateReceived`, :class:`PermissionDecided`,
+  :class:`ToolCallClosed`) from iterating a ``Turn``.
+
+``kind`` is the snake_case name the CLI uses for ``--json`` output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from acp_bridge.wire.updates import SessionUpdate
+
+__all__ = [
+    "AgentExited",
+    "AgentGaveUp",
+    "AgentRestarting",
+    "AgentStarted",
+    "LifecycleEvent",
+    "PermissionDecided",
+    "SessionReplaced",
+    "SessionRestored",
+    "ToolCallClosed",
+    "TurnEvent",
+    "UpdateReceived",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStarted:
+    """A process was started and answered ``initialize``."""
+
+    kind: ClassVar[str] = "agent_started"
+    agent: str
+    pid: int
+    agent_info: dict[str, Any] | None
+    protocol_version: int
+    generation: int
+    """1 for the first process, 2 after the first restart, and so on."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentExited:
+    """A process ended, or was ended by us (quarantine, watchdog, stdout closed)."""
+
+    kind: ClassVar[str] = "agent_exited"
+    agent: str
+    pid: int
+    returncode: int | None
+    signal: int | None
+    reason: str
+    stderr_tail: str
+    will_restart: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRestarting:
+    """The policy decided to restart; the new process starts after ``delay_s``."""
+
+    kind: ClassVar[str] = "agent_restarted"
+    agent: str
+    attempt: int
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRestored:
+    """A session lives on in the new process under the same id (``how``: load or resume)."""
+
+    kind: ClassVar[str] = "session_restored"
+    session_id: str
+    how: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionReplaced:
+    """A session could not be restored; a new one, with a new id, stands in for it."""
+
+    kind: ClassVar[str] = "session_replaced"
+    old: str
+    new: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentGaveUp:
+    """The restart policy gave up; the agent is failed until a new agent is opened."""
+
+    kind: ClassVar[str] = "agent_gave_up"
+    agent: str
+    reason: str
+    history: tuple[str, ...] = field(default_factory=tuple)
+
+
+LifecycleEvent = (
+    AgentStarted | AgentExited | AgentRestarting | SessionRestored | SessionReplaced | AgentGaveUp
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateReceived:
+    """A ``session/update`` of this turn.
+
+    ``raw`` is the update exactly as the agent sent it (nothing dropped); ``update`` is its typed
+    form, or None when a known kind was malformed (``raw`` still has it).
+    """
+
+    kind: ClassVar[str] = "update"
+    session_id: str
+    raw: dict[str, Any]
+    update: SessionUpdate | None
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionDecided:
+    """The agent asked permission and the policy answered (``option_kind`` None = cancelled)."""
+
+    kind: ClassVar[str] = "permission"
+    session_id: str
+    tool_call: dict[str, Any]
+    option_id: str | None
+    option_kind: str | None
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallClosed:
+    """A tool call the turn left open was closed by the bridge (the turn failed or was
+    cancelled). Sent once per tool call; nothing the agent sends later overrides it."""
+
+    kind: ClassVar[str] = "tool_call_closed"
+    session_id: str
+    tool_call_id: str
+    status: str
+    reason: str
+
+
+TurnEvent = UpdateReceived | PermissionDecided | ToolCallClosed

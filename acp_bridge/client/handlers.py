@@ -1,0 +1,139 @@
+"""What a supervised agent serves to its agent: updates, permissions, files, terminals.
+
+:class:`ClientHandlers` is registered on the peer of every agent process. It routes each
+``session/update`` to the session's replay (during a load), to its running turn, or to its
+stray list (outside any turn), and answers the agent's requests through the options' policy and
+the enabled capabilities. Capabilities that are off are neither advertised nor served (-32601).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from acp_bridge.client.events import PermissionDecided
+from acp_bridge.client.fs import FileSystemAccess
+from acp_bridge.client.terminal import TerminalManager
+from acp_bridge.rpc.peer import JsonRpcPeer
+from acp_bridge.wire.client_methods import RequestPermissionRequest, RequestPermissionResponse
+
+if TYPE_CHECKING:
+    from acp_bridge.client.supervisor import SupervisedAgent
+
+__all__ = ["ClientHandlers"]
+
+log = logging.getLogger(__name__)
+
+
+class ClientHandlers:
+    def __init__(self, agent: SupervisedAgent) -> None:
+        self._agent = agent
+        options = agent.options
+        self._fs = (
+            FileSystemAccess(
+                self._roots, allow_read=options.allow_fs_read, allow_write=options.allow_fs_write
+            )
+            if options.allow_fs_read or options.allow_fs_write
+            else None
+        )
+        self._terminals = (
+            TerminalManager(self._cwd, base_env=options.base_env)
+            if options.allow_terminal
+            else None
+        )
+
+    def client_info(self) -> dict[str, Any]:
+        options = self._agent.options
+        return {"name": options.client_name, "version": options.client_version}
+
+    def client_capabilities(self) -> dict[str, Any]:
+        options = self._agent.options
+        return {
+            "fs": {
+                "readTextFile": options.allow_fs_read,
+                "writeTextFile": options.allow_fs_write,
+            },
+            "terminal": options.allow_terminal,
+        }
+
+    async def start(self, task_group: TaskGroup) -> None:
+        if self._terminals is not None:
+            await task_group.start(self._terminals.run)
+
+    async def aclose(self) -> None:
+        if self._terminals is not None:
+            await self._terminals.aclose()
+
+    def register(self, peer: JsonRpcPeer) -> None:
+        peer.on_notification("session/update", self.on_update)
+        peer.on_request("session/request_permission", self.on_permission)
+        if self._fs is not None:
+            if self._fs.allow_read:
+                peer.on_request("fs/read_text_file", self._fs.read_text_file)
+            if self._fs.allow_write:
+                peer.on_request("fs/write_text_file", self._fs.write_text_file)
+        if self._terminals is not None:
+            terminals = self._terminals
+            peer.on_request("terminal/create", terminals.create)
+            peer.on_request("terminal/output", terminals.output)
+            peer.on_request("terminal/wait_for_exit", terminals.wait_for_exit)
+            peer.on_request("terminal/kill", terminals.kill)
+            peer.on_request("terminal/release", terminals.release)
+
+    async def on_update(self, params: Any) -> None:
+        if not isinstance(params, dict):
+            return
+        update = params.get("update")
+        session = self._agent.session(params.get("sessionId"))  # type: ignore[arg-type]
+        if session is None or not isinstance(update, dict):
+            log.debug("%s: update for an unknown session dropped", self._agent.name)
+            return
+        if session.replay is not None:
+            session.replay.append(update)
+            return
+        turn = session.current_turn
+        if turn is not None and not turn.is_done:
+            await turn.deliver_update(update)
+        else:
+            session.stray_updates.append(update)
+
+    async def on_permission(self, params: Any) -> dict[str, Any]:
+        request = RequestPermissionRequest.parse(params)  # malformed: the peer answers -32602
+        session = self._agent.session(request.session_id)
+        policy = self._agent.options.permission
+        scope = anyio.CancelScope()
+        if session is not None:
+            session.permission_scopes.add(scope)
+        try:
+            with scope:
+                response, record = await policy.decide_with_record(request)
+        finally:
+            if session is not None:
+                session.permission_scopes.discard(scope)
+        if scope.cancelled_caught:  # the turn was cancelled while we were deciding
+            response, option_id, option_kind = RequestPermissionResponse.cancelled(), None, None
+        else:
+            option_id, option_kind = record.option_id, record.option_kind
+        if session is not None and session.current_turn is not None:
+            await session.current_turn.deliver_permission(
+                PermissionDecided(
+                    request.session_id,
+                    request.tool_call.dump(),
+                    option_id,
+                    option_kind,
+                    str(policy.mode),
+                )
+            )
+        return response.dump()
+
+    def _roots(self, session_id: str) -> list[Path] | None:
+        session = self._agent.session(session_id)
+        return session.roots if session is not None else None
+
+    def _cwd(self, session_id: str) -> Path | None:
+        session = self._agent.session(session_id)
+        return session.cwd if session is not None else None

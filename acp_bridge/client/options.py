@@ -1,0 +1,56 @@
+"""Settings of a supervised agent. Every duration carries its unit; defaults say why."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from acp_bridge import __version__
+from acp_bridge.client.permissions import PermissionPolicy
+from acp_bridge.process.launcher import ShutdownTimeouts
+from acp_bridge.process.policy import RestartPolicy
+from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
+
+__all__ = ["ClientOptions"]
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How to run and talk to a supervised agent."""
+
+    client_name: str = "acp-bridge"
+    client_version: str = __version__
+
+    permission: PermissionPolicy = field(default_factory=PermissionPolicy)
+    """Answers ``session/request_permission``; denies by default."""
+    allow_fs_read: bool = False
+    """Advertise and serve ``fs/read_text_file``, confined to the session roots."""
+    allow_fs_write: bool = False
+    """Advertise and serve ``fs/write_text_file`` (atomic), confined to the session roots."""
+    allow_terminal: bool = False
+    """Advertise and serve ``terminal/*``; commands run in the session cwd, own process group."""
+
+    auth_method: str | None = None
+    """Call ``authenticate`` with this method id after every ``initialize``."""
+
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    startup_timeout_s: float = 60.0
+    """Spawn to the end of ``initialize``. Generous: ``npx``/``uvx`` agents may download first."""
+    restore_timeout_s: float = 120.0
+    """Restoring all sessions after a restart (a ``session/load`` replays whole histories)."""
+    exit_report_timeout_s: float = 2.0
+    """After stdout ends, how long the process gets to exit before it is killed as stuck."""
+    shutdown: ShutdownTimeouts = field(default_factory=ShutdownTimeouts)
+
+    max_tree_rss_bytes: int | None = None
+    """Optional watchdog: kill and restart the agent when its whole tree's RSS exceeds this."""
+    watchdog_interval_s: float = 0.5
+
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    """A longer line from the agent is a protocol violation: it is killed and restarted."""
+    turn_buffer: int = 256
+    """Turn events buffered before the reader waits for the consumer (backpressure)."""
+    base_env: Mapping[str, str] | None = None
+    """The environment the agent spec's changes apply to (the CLI passes ``os.environ``)."""
+    stderr_forward: Callable[[str], None] | None = None
+    """Called with each line the agent writes to stderr (after the tail buffer keeps it)."""

@@ -1,0 +1,83 @@
+"""Bringing a session back on a restarted agent: load, else resume, else a new session.
+
+``session/load`` replays the whole conversation before it answers; the replay is collected into
+``Session.history`` and never delivered as new output. An agent that refuses the load (an
+error answer such as -32002 or -32603) falls back to resume, then to a new session, which is
+reported as :class:`SessionReplaced` with the reason. A transport failure (the new process dies
+during the load) is not a refusal: it propagates, and the restart counts as failed.
+After a restore, the config options and mode the caller chose are applied again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from acp_bridge.client.connection import AgentConnection
+from acp_bridge.client.events import SessionReplaced, SessionRestored
+from acp_bridge.client.session import Session
+from acp_bridge.errors import LocalProtocolError, RemoteProtocolError, RpcError
+
+if TYPE_CHECKING:
+    from acp_bridge.client.supervisor import SupervisedAgent
+
+__all__ = ["restore_session"]
+
+log = logging.getLogger(__name__)
+
+
+async def restore_session(
+    agent: SupervisedAgent, connection: AgentConnection, session: Session
+) -> None:
+    """Restore ``session`` on ``connection``'s process (see the module docstring).
+
+    Raises:
+        ConnectionClosedError: the process died during the restore.
+        AuthRequiredError: the agent wants authentication first.
+    """
+    old_id = session.id
+    args = (session.cwd, session.mcp_servers, session.additional_directories)
+    refusals: list[str] = []
+    capabilities = connection.capabilities
+    if capabilities.supports_load():
+        session.replay = []
+        try:
+            await connection.load_session(old_id, *args)
+            session.history = session.replay
+            agent.emit(SessionRestored(old_id, "load"))
+            await _reapply_choices(agent, connection, session)
+            return
+        except (RpcError, RemoteProtocolError) as exc:
+            refusals.append(f"session/load refused: {exc}")
+        finally:
+            session.replay = None
+    if capabilities.supports_resume():
+        try:
+            await connection.resume_session(old_id, *args)
+            agent.emit(SessionRestored(old_id, "resume"))
+            await _reapply_choices(agent, connection, session)
+            return
+        except (RpcError, RemoteProtocolError) as exc:
+            refusals.append(f"session/resume refused: {exc}")
+    if not refusals:
+        refusals.append("the agent supports neither session/load nor session/resume")
+    response = await connection.new_session(*args)
+    agent.rename_session(session, response.session_id)
+    reason = "; ".join(refusals)
+    log.warning("%s: session %s replaced by %s (%s)", agent.name, old_id, session.id, reason)
+    agent.emit(SessionReplaced(old_id, session.id, reason))
+    await _reapply_choices(agent, connection, session)
+
+
+async def _reapply_choices(
+    agent: SupervisedAgent, connection: AgentConnection, session: Session
+) -> None:
+    try:
+        if session.mode_id is not None:
+            await connection.set_mode(session.id, session.mode_id)
+        for config_id, value in session.config_choices.items():
+            await connection.set_config_option(session.id, config_id, value)
+    except (RpcError, LocalProtocolError, RemoteProtocolError) as exc:
+        log.warning(
+            "%s: could not re-apply the choices of session %s: %s", agent.name, session.id, exc
+        )

@@ -1,0 +1,167 @@
+"""One prompt turn: its events as an async iterator with backpressure, and its outcome.
+
+The connection's reader delivers each ``session/update`` of the turn through a bounded memory
+stream, so a consumer that reads slowly slows the reader instead of growing memory. The
+consumer iterates the turn for events; iteration ends when the turn has ended, after every event
+of the turn. :meth:`Turn.wait` then gives the outcome (or raises the failure), and also drains
+events nobody read, so a caller that only wants the result cannot deadlock the reader.
+
+A turn ends exactly once: by the prompt response, by an error answer, or by a failure of the
+agent. On a failure (or a cancelled stop reason) every tool call the turn left open is closed
+once, as ``failed``, through a :class:`ToolCallClosed` event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from typing import Any
+
+import anyio
+import pydantic
+
+from acp_bridge.client.events import PermissionDecided, ToolCallClosed, TurnEvent, UpdateReceived
+from acp_bridge.client.toolcalls import ToolCallTracker
+from acp_bridge.wire.acp import PromptResponse
+from acp_bridge.wire.updates import SESSION_UPDATE_ADAPTER, SessionUpdate
+
+__all__ = ["Turn"]
+
+log = logging.getLogger(__name__)
+
+
+class Turn:
+    """A prompt turn in progress. Iterate it for :data:`TurnEvent` s; :meth:`wait` for the end."""
+
+    def __init__(self, session_id: str, *, buffer: int = 256) -> None:
+        self.session_id = session_id
+        self._send, self._receive = anyio.create_memory_object_stream[TurnEvent](
+            buffer if buffer > 0 else math.inf
+        )
+        self._tool_calls = ToolCallTracker()
+        self._done = anyio.Event()
+        self._response: PromptResponse | None = None
+        self._failure: BaseException | None = None
+        self._started_at = time.monotonic()
+        self.duration_s: float | None = None
+        self.update_count = 0
+
+    def __repr__(self) -> str:
+        state = (
+            "running"
+            if not self._done.is_set()
+            else (f"failed: {self._failure}" if self._failure else f"ended: {self.stop_reason}")
+        )
+        return f"<Turn session={self.session_id!r} [{state}, {self.update_count} updates]>"
+
+    # -- the caller's side ------------------------------------------------------------------
+
+    def __aiter__(self) -> Turn:
+        return self
+
+    async def __anext__(self) -> TurnEvent:
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    @property
+    def is_done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def stop_reason(self) -> str | None:
+        return str(self._response.stop_reason) if self._response is not None else None
+
+    async def wait(self) -> PromptResponse:
+        """The prompt response, once the turn ended; unread events are discarded.
+
+        Raises:
+            AgentExitedError: the agent died during the turn.
+            RpcError: the agent answered the prompt with an error.
+        """
+        await self.wait_quietly()
+        if self._failure is not None:
+            raise self._failure
+        assert self._response is not None
+        return self._response
+
+    async def wait_quietly(self) -> None:
+        """Wait for the end, discarding unread events; the outcome stays for :meth:`wait`."""
+        if self._done.is_set():
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._discard_unread)
+            await self._done.wait()
+            tg.cancel_scope.cancel()
+
+    async def _discard_unread(self) -> None:
+        try:
+            async for _event in self._receive:
+                pass
+        except anyio.ClosedResourceError:
+            pass
+
+    # -- the bridge's side ------------------------------------------------------------------
+
+    async def deliver_update(self, raw_update: dict[str, Any]) -> None:
+        """Hand one update of this turn to the caller (waits while the buffer is full)."""
+        if self._done.is_set() or not self._tool_calls.observe(raw_update):
+            log.debug("dropped an update after its turn or tool call closed")
+            return
+        self.update_count += 1
+        await self._emit(UpdateReceived(self.session_id, raw_update, _typed(raw_update)))
+
+    async def deliver_permission(self, decision: PermissionDecided) -> None:
+        if not self._done.is_set():
+            await self._emit(decision)
+
+    async def finish(self, response: PromptResponse) -> None:
+        """The agent answered the prompt. A ``cancelled`` answer closes open tool calls."""
+        if self._done.is_set():
+            return
+        self._response = response
+        if response.is_cancelled():
+            await self._close_tool_calls("the turn was cancelled")
+        self._end()
+
+    async def fail(self, failure: BaseException) -> None:
+        """The turn ended without an answer; open tool calls are closed as failed."""
+        if self._done.is_set():
+            return
+        self._failure = failure
+        await self._close_tool_calls(str(failure))
+        self._end()
+
+    async def _close_tool_calls(self, reason: str) -> None:
+        for tool_call_id in self._tool_calls.close_all():
+            await self._emit(ToolCallClosed(self.session_id, tool_call_id, "failed", reason))
+
+    async def _emit(self, event: TurnEvent) -> None:
+        # Nobody listening any more (the caller left the turn) is fine.
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self._send.send(event)
+
+    def _end(self) -> None:
+        self.duration_s = time.monotonic() - self._started_at
+        self._send.close()
+        self._done.set()
+
+    def close(self) -> None:
+        """Release the event buffer: the caller reads no more events of this turn."""
+        self._receive.close()
+
+    def discard(self) -> None:
+        """Release everything of a turn that never started."""
+        self._send.close()
+        self._receive.close()
+
+
+def _typed(raw_update: dict[str, Any]) -> SessionUpdate | None:
+    try:
+        return SESSION_UPDATE_ADAPTER.validate_python(raw_update, by_alias=True, by_name=False)
+    except pydantic.ValidationError as exc:
+        log.warning("malformed %s update kept raw: %s", raw_update.get("sessionUpdate"), exc)
+        return None
