@@ -463,3 +463,16 @@ async def test_files_are_not_served_unless_enabled(tmp_path: Path) -> None:
 async def _turn_events(session: Any, text: str) -> list[Any]:
     async with session.prompt(text) as turn:
         return await collect(turn)
+
+
+async def test_the_memory_watchdog_kills_and_restarts_a_hog(tmp_path: Path) -> None:
+    opts = options(max_tree_rss_bytes=150 * 1024 * 1024, watchdog_interval_s=0.1)
+    async with open_supervised_agent(fake("echo_agent.py"), opts) as agent:
+        session = await agent.new_session(tmp_path)
+        with pytest.raises(AgentExitedError) as info:
+            await session.run("hog 400 20")
+        assert "watchdog" in str(info.value)
+        assert info.value.recoverable
+        assert (await session.run("echo slim again")).stop_reason == "end_turn"
+        exited = lifecycle(agent, AgentExited)
+    assert exited[0].signal == 9

@@ -27,7 +27,7 @@ from tests.process.liveness import Liveness, Peer, open_liveness
 pytestmark = pytest.mark.anyio
 
 BASE_ENV = {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C.UTF-8"}
-QUICK = {"term_grace_s": 0.5, "kill_wait_s": 5.0}
+QUICK: dict[str, Any] = {"term_grace_s": 0.5, "kill_wait_s": 5.0}
 
 # Dials back, says "alive <pid> <role>", then sleeps. Roles: "parent" first starts a "child"
 # (same process group) or an "escapee" (its own session); "stubborn" ignores SIGTERM.
@@ -386,3 +386,15 @@ def test_the_buffer_keeps_the_longest_whole_character_suffix_within_the_limit(
     # Longest: one more character would not fit.
     if len(kept) < len(text):
         assert len(text[len(text) - len(kept) - 1 :].encode()) > limit
+
+
+def test_a_character_cut_at_the_front_is_dropped_even_when_its_tail_arrives_later() -> None:
+    """Regression (found by the property below): a 4-byte character cut after its first three
+    bytes left its last byte to arrive later, at the front of the buffer, as U+FFFD."""
+    buffer = OutputBuffer(2)
+    data = "😀0".encode()
+    buffer.feed(data[:3])
+    assert buffer.text(final=True) == ""
+    buffer.feed(data[3:])
+    assert buffer.text(final=True) == "0"
+    assert buffer.truncated

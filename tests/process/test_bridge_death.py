@@ -1,0 +1,49 @@
+"""However the bridge process ends, no agent process outlives it (connect-back proof)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.process.liveness import open_liveness
+
+pytestmark = pytest.mark.anyio
+
+HOST = Path(__file__).with_name("bridge_host.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _run_host(signum: signal.Signals) -> int:
+    async with open_liveness() as liveness:
+        process = await anyio.open_process(
+            [sys.executable, "-u", str(HOST), str(liveness.port)],
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+        )
+        async with process:
+            assert process.stdout is not None
+            peers = await liveness.accept(2)
+            assert {p.role for p in peers} == {"agent", "grandchild"}
+            with anyio.fail_after(20):
+                assert (await process.stdout.receive()).startswith(b"ready")
+            process.send_signal(signum)
+            with anyio.fail_after(30):
+                returncode = await process.wait()
+        await liveness.assert_closed(*peers)
+    return returncode
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signalled_bridge_takes_the_whole_agent_tree_with_it(
+    signum: signal.Signals,
+) -> None:
+    assert await _run_host(signum) == 0
+
+
+async def test_a_bridge_that_fails_with_an_exception_leaves_no_agent_behind() -> None:
+    assert await _run_host(signal.SIGUSR1) == 1
