@@ -42,7 +42,8 @@ async def restore_session(
     if capabilities.supports_load():
         session.replay = []
         try:
-            await connection.load_session(old_id, *args)
+            loaded = await connection.load_session(old_id, *args)
+            session.offer(loaded.modes, loaded.config_options)
             session.history = session.replay
             agent.emit(SessionRestored(old_id, "load"))
             await _reapply_choices(agent, connection, session)
@@ -53,7 +54,8 @@ async def restore_session(
             session.replay = None
     if capabilities.supports_resume():
         try:
-            await connection.resume_session(old_id, *args)
+            resumed = await connection.resume_session(old_id, *args)
+            session.offer(resumed.modes, resumed.config_options)
             agent.emit(SessionRestored(old_id, "resume"))
             await _reapply_choices(agent, connection, session)
             return
@@ -62,6 +64,7 @@ async def restore_session(
     if not refusals:
         refusals.append("the agent supports neither session/load nor session/resume")
     response = await connection.new_session(*args)
+    session.offer(response.modes, response.config_options)
     agent.rename_session(session, response.session_id)
     reason = "; ".join(refusals)
     log.warning("%s: session %s replaced by %s (%s)", agent.name, old_id, session.id, reason)

@@ -22,8 +22,8 @@ import anyio
 
 from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.turn import Turn
-from acp_bridge.errors import ResourceClosedError
-from acp_bridge.wire.acp import PromptResponse
+from acp_bridge.errors import LocalProtocolError, ResourceClosedError
+from acp_bridge.wire.acp import PromptResponse, SessionModeState
 from acp_bridge.wire.base import WireModel
 
 if TYPE_CHECKING:
@@ -65,6 +65,10 @@ class Session:
         self.additional_directories = tuple(additional_directories)
         self.config_choices: dict[str, str | bool] = {}
         self.mode_id: str | None = None
+        self.modes: SessionModeState | None = None
+        """The agent's modes for this session (legacy), as last reported."""
+        self.config_options: list[Any] = []
+        """The agent's config options for this session, as last reported (complete list)."""
         self.history: list[dict[str, Any]] = []
         """The updates replayed by the last ``session/load``: the past, never new output."""
         self.stray_updates: deque[dict[str, Any]] = deque(maxlen=_STRAY_KEPT)
@@ -134,15 +138,42 @@ class Session:
 
     # -- session settings -----------------------------------------------------------------
 
+    def offer(self, modes: SessionModeState | None, config_options: list[Any] | None) -> None:
+        """Record what a session/new, load or resume result offered."""
+        if modes is not None:
+            self.modes = modes
+        if config_options is not None:
+            self.config_options = list(config_options)
+
     async def set_config_option(self, config_id: str, value: str | bool) -> None:
-        """Choose a config option (kept, and applied again after a restore)."""
+        """Choose a config option (kept, and applied again after a restore).
+
+        Raises:
+            LocalProtocolError: the agent offered no config option with that id.
+        """
         self._check_open()
-        await self._agent.call(AgentConnection.set_config_option, self.id, config_id, value)
+        if config_id not in {getattr(option, "id", None) for option in self.config_options}:
+            raise LocalProtocolError(
+                f"{self._agent.name} offers no config option {config_id!r} for session {self.id}"
+            )
+        response = await self._agent.call(
+            AgentConnection.set_config_option, self.id, config_id, value
+        )
+        self.config_options = list(response.config_options)
         self.config_choices[config_id] = value
 
     async def set_mode(self, mode_id: str) -> None:
-        """Choose a mode (legacy; kept, and applied again after a restore)."""
+        """Choose a mode (legacy; kept, and applied again after a restore).
+
+        Raises:
+            LocalProtocolError: the agent offered no such mode.
+        """
         self._check_open()
+        offered = {mode.id for mode in self.modes.available_modes} if self.modes else set()
+        if mode_id not in offered:
+            raise LocalProtocolError(
+                f"{self._agent.name} offers no mode {mode_id!r} for session {self.id}"
+            )
         await self._agent.call(AgentConnection.set_mode, self.id, mode_id)
         self.mode_id = mode_id
 

@@ -66,7 +66,7 @@ from acp_bridge.process.policy import Decision, ExitRecord, GiveUp, format_exit_
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.process.watchdog import WatchdogLimits, watch_rss
 from acp_bridge.rpc.peer import JsonRpcPeer
-from acp_bridge.wire.acp import PromptResponse
+from acp_bridge.wire.acp import PromptResponse, SessionInfo
 
 __all__ = ["SupervisedAgent", "open_supervised_agent"]
 
@@ -211,8 +211,24 @@ class SupervisedAgent:
             mcp_servers=mcp_servers,
             additional_directories=additional_directories,
         )
+        session.offer(response.modes, response.config_options)
         self._sessions[session.id] = session
         return session
+
+    async def list_sessions(self, cwd: Path | None = None) -> list[SessionInfo]:
+        """Every session the agent knows (all pages), optionally only those in ``cwd``.
+
+        Raises:
+            LocalProtocolError: the agent does not support ``session/list``.
+        """
+        sessions: list[SessionInfo] = []
+        cursor: str | None = None
+        while True:
+            page = await self.call(AgentConnection.list_sessions, cwd, cursor)
+            sessions.extend(page.sessions)
+            cursor = page.next_cursor
+            if not cursor:
+                return sessions
 
     async def load_session(
         self,
@@ -232,9 +248,10 @@ class SupervisedAgent:
         session.replay = []
         self._sessions[session_id] = session
         try:
-            await self.call(
+            response = await self.call(
                 AgentConnection.load_session, session_id, cwd, mcp_servers, additional_directories
             )
+            session.offer(response.modes, response.config_options)
         except BaseException:
             del self._sessions[session_id]
             raise
@@ -250,7 +267,7 @@ class SupervisedAgent:
         additional_directories: Sequence[Path] = (),
     ) -> Session:
         """Reattach to an existing session without a replay."""
-        await self.call(
+        response = await self.call(
             AgentConnection.resume_session, session_id, cwd, mcp_servers, additional_directories
         )
         session = Session(
@@ -260,6 +277,7 @@ class SupervisedAgent:
             mcp_servers=mcp_servers,
             additional_directories=additional_directories,
         )
+        session.offer(response.modes, response.config_options)
         self._sessions[session_id] = session
         return session
 

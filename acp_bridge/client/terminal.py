@@ -39,7 +39,7 @@ releases every terminal concurrently, then cancels the pumps.
 
 Errors: an unknown session -32002; an unknown (or released, or another session's) terminal
 -32002 with ``data.terminalId``; a bad ``cwd``, a command that cannot start, or more than
-``max_terminals`` live terminals -32602 with a ``reason``; calls before ``run`` or after
+``max_terminals`` unreleased terminals -32602 with a ``reason``; calls before ``run`` or after
 shutdown -32603.
 """
 
@@ -129,14 +129,16 @@ class OutputBuffer:
     def feed(self, chunk: bytes) -> None:
         self._data += chunk
         excess = len(self._data) - self.limit
-        if excess <= 0:
-            return
-        cut = excess
-        # At most 3 continuation bytes follow a lead byte; skip past them to the next character.
-        while cut < len(self._data) and cut - excess < 3 and _continuation(self._data[cut]):
-            cut += 1
-        del self._data[:cut]
-        self.truncated = True
+        if excess > 0:
+            del self._data[:excess]
+            self.truncated = True
+        if self.truncated:
+            # A cut may split a character, and the rest of it may come in later chunks: any
+            # continuation byte at the front is such an orphan (a character has at most 3).
+            skip = 0
+            while skip < min(3, len(self._data)) and _continuation(self._data[skip]):
+                skip += 1
+            del self._data[:skip]
 
     def text(self, *, final: bool) -> str:
         """The output as text; unless ``final``, a trailing partial character is held back."""

@@ -27,6 +27,7 @@ from acp_bridge.errors import (
     AgentExitedError,
     AgentStartupError,
     AuthRequiredError,
+    LocalProtocolError,
     ProtocolVersionError,
     RestartLimitError,
     SpawnError,
@@ -476,3 +477,58 @@ async def test_the_memory_watchdog_kills_and_restarts_a_hog(tmp_path: Path) -> N
         assert (await session.run("echo slim again")).stop_reason == "end_turn"
         exited = lifecycle(agent, AgentExited)
     assert exited[0].signal == 9
+
+
+async def test_chosen_modes_and_config_options_survive_a_restart(tmp_path: Path) -> None:
+    spec = fake(
+        "echo_agent.py",
+        "--settings",
+        "--history",
+        str(tmp_path / "history.json"),
+        "--crash-once-file",
+        str(tmp_path / "crashed"),
+    )
+    async with open_supervised_agent(spec, QUICK) as agent:
+        session = await agent.new_session(tmp_path)
+        assert [option.id for option in session.config_options] == ["model"]
+        await session.set_config_option("model", "large")
+        await session.set_mode("code")
+        before = texts(await _turn_events(session, "settings"))
+        with pytest.raises(AgentExitedError):
+            await session.run("crash")
+        after = texts(await _turn_events(session, "settings"))
+        with pytest.raises(LocalProtocolError):
+            await session.set_mode("no-such-mode")
+    assert before == after == "settings mode=code model=large"
+
+
+async def test_list_sessions_pages_through_what_the_agent_knows(tmp_path: Path) -> None:
+    async with open_supervised_agent(fake("echo_agent.py"), QUICK) as agent:
+        first = await agent.new_session(tmp_path)
+        second = await agent.new_session(tmp_path)
+        listed = await agent.list_sessions(tmp_path)
+    assert {info.session_id for info in listed} >= {first.id, second.id}
+
+
+async def test_noise_on_stdout_and_a_stderr_flood_do_not_disturb_a_turn(tmp_path: Path) -> None:
+    for script in ("noisy_agent.py", "stderr_flood_agent.py"):
+        async with open_supervised_agent(fake(script), QUICK) as agent:
+            session = await agent.new_session(tmp_path)
+            assert (await session.run("echo still fine")).stop_reason == "end_turn"
+
+
+async def test_a_crash_while_asking_permission_fails_the_turn_and_recovers(
+    tmp_path: Path,
+) -> None:
+    spec = fake(
+        "permission_agent.py",
+        "--crash-on",
+        "permission",
+        "--crash-once-file",
+        str(tmp_path / "crashed"),
+    )
+    async with open_supervised_agent(spec, QUICK) as agent:
+        session = await agent.new_session(tmp_path)
+        with pytest.raises(AgentExitedError):
+            await session.run("permission")
+        assert (await session.run("permission")).stop_reason == "end_turn"
