@@ -1,4 +1,5 @@
-"""Events a supervised agent reports to its caller. Plain frozen records; no I/O.
+"""Events a supervised agent reports to its caller: frozen records, and the hub that fans
+lifecycle events out to subscribers.
 
 Two streams carry them:
 
@@ -13,8 +14,14 @@ Two streams carry them:
 
 from __future__ import annotations
 
+import logging
+import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from acp_bridge.wire.updates import SessionUpdate
 
@@ -23,6 +30,7 @@ __all__ = [
     "AgentGaveUp",
     "AgentRestarting",
     "AgentStarted",
+    "EventHub",
     "LifecycleEvent",
     "PermissionDecided",
     "SessionReplaced",
@@ -143,3 +151,38 @@ class ToolCallClosed:
 
 
 TurnEvent = UpdateReceived | PermissionDecided | ToolCallClosed
+
+
+log = logging.getLogger(__name__)
+
+
+class EventHub:
+    """Fans lifecycle events out to subscribers and keeps the latest ones.
+
+    Subscriber streams are unbounded: lifecycle events are rare, and an agent must never wait
+    on a listener that stopped reading.
+    """
+
+    def __init__(self, *, agent_name: str, keep: int = 1000) -> None:
+        self._agent_name = agent_name
+        self._subscribers: list[MemoryObjectSendStream[LifecycleEvent]] = []
+        self.log: deque[LifecycleEvent] = deque(maxlen=keep)
+
+    def subscribe(self) -> MemoryObjectReceiveStream[LifecycleEvent]:
+        send, receive = anyio.create_memory_object_stream[LifecycleEvent](math.inf)
+        self._subscribers.append(send)
+        return receive
+
+    def emit(self, event: LifecycleEvent) -> None:
+        self.log.append(event)
+        log.info("%s: %s", self._agent_name, event)
+        for send in list(self._subscribers):
+            try:
+                send.send_nowait(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._subscribers.remove(send)
+
+    def close(self) -> None:
+        for send in self._subscribers:
+            send.close()
+        self._subscribers.clear()

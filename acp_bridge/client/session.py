@@ -53,7 +53,6 @@ class Session:
         self,
         agent: SupervisedAgent,
         session_id: str,
-        *,
         cwd: Path,
         mcp_servers: Sequence[dict[str, Any]],
         additional_directories: Sequence[Path],

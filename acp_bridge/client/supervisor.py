@@ -1,32 +1,22 @@
 """A supervised agent: one process at a time, restarted by policy, its sessions restored.
 
-Lifetime of each generation (one agent process):
-
-1. spawn (own process group), connect a :class:`JsonRpcPeer`, ``initialize`` (and
-   ``authenticate``) within ``startup_timeout_s``;
-2. after a restart, restore every known session: ``session/load`` if the agent has
-   ``loadSession`` (the replay is consumed into ``Session.history``, never shown as new output),
-   else ``session/resume``, else ``session/new`` under a new id, reported as
-   :class:`SessionReplaced`. Only then is the agent *ready* again: the "needs restart" state is
-   cleared after a full restore, never before, and a failed restore counts as a failed start;
-3. serve until the process ends: its exit, its stdout closing, the watchdog, or a quarantine;
-4. build the exit report, ask the restart policy, fail every turn in flight with an
-   :class:`AgentExitedError` that says whether the session will be restored (the lost prompt is
-   never re-sent by itself), close their open tool calls once, and stop the whole process tree.
-
-Then restart after the policy's delay, or give up (:class:`AgentGaveUp`; calls fail with
+Each process is a :class:`~acp_bridge.client.generation.Generation` (spawn, initialize,
+restore the sessions, serve, report the exit). Between generations the restart policy decides:
+restart after its delay, or give up (:class:`AgentGaveUp`; calls then fail with
 :class:`RestartLimitError` until :meth:`SupervisedAgent.revive`). A failure of the very first
 start is raised to the caller of :func:`open_supervised_agent` instead: there is no session to
 keep yet, and a wrong command should fail fast.
+
+The agent is *ready* only between a generation's full restore and its end; calls made in
+between wait for readiness (``wait_ready``), so nothing reaches a process whose sessions are
+not restored yet. A call cut short by the process's death raises the
+:class:`AgentExitedError` describing that death, never a bare connection error.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import signal
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -34,19 +24,20 @@ from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.events import (
     AgentExited,
     AgentGaveUp,
     AgentRestarting,
-    AgentStarted,
+    EventHub,
     LifecycleEvent,
 )
+from acp_bridge.client.exit_report import history_lines, startup_failure, turn_failure
+from acp_bridge.client.generation import Generation
 from acp_bridge.client.handlers import ClientHandlers
 from acp_bridge.client.options import ClientOptions
-from acp_bridge.client.restore import restore_session
 from acp_bridge.client.session import Session
 from acp_bridge.client.turn import Turn
 from acp_bridge.errors import (
@@ -54,25 +45,18 @@ from acp_bridge.errors import (
     AgentStartupError,
     BridgeError,
     ConnectionClosedError,
-    FramingError,
     ResourceClosedError,
     RestartLimitError,
     RpcError,
-    SpawnError,
 )
-from acp_bridge.process import killer
-from acp_bridge.process.launcher import AgentProcess, open_agent
 from acp_bridge.process.policy import Decision, ExitRecord, GiveUp, format_exit_history
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.process.watchdog import WatchdogLimits, watch_rss
-from acp_bridge.rpc.peer import JsonRpcPeer
 from acp_bridge.wire.acp import PromptResponse, SessionInfo
 
 __all__ = ["SupervisedAgent", "open_supervised_agent"]
 
 log = logging.getLogger(__name__)
 
-_EVENT_LOG_SIZE = 1000
 _T = TypeVar("_T")
 
 
@@ -87,20 +71,16 @@ class SupervisedAgent:
         self._handlers = ClientHandlers(self)
         self._sessions: dict[str, Session] = {}
         self._connection: AgentConnection | None = None
-        self._process: AgentProcess | None = None
         self._ready = anyio.Event()
         self._failed: BaseException | None = None
         self._closing = False
         self._history: list[ExitRecord] = []
         self._generation = 0
-        self._quarantine_reason: str | None = None
-        self._quarantine = anyio.Event()
+        self._current: Generation | None = None
         self._lifetime_over = anyio.Event()
         self._exit_failures: dict[int, AgentExitedError] = {}
         self._exit_known: dict[int, anyio.Event] = {}
-        self._subscribers: list[MemoryObjectSendStream[LifecycleEvent]] = []
-        self.event_log: deque[LifecycleEvent] = deque(maxlen=_EVENT_LOG_SIZE)
-        """The most recent lifecycle events, oldest first."""
+        self._events = EventHub(agent_name=self.name)
 
     def __repr__(self) -> str:
         state = "failed" if self._failed else "ready" if self._ready.is_set() else "starting"
@@ -115,7 +95,11 @@ class SupervisedAgent:
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+        return self._current.pid if self._current is not None else None
+
+    @property
+    def handlers(self) -> ClientHandlers:
+        return self._handlers
 
     @property
     def is_ready(self) -> bool:
@@ -179,19 +163,16 @@ class SupervisedAgent:
         return AgentExitedError(f"{self.name} stopped answering", recoverable=True)
 
     def subscribe(self) -> MemoryObjectReceiveStream[LifecycleEvent]:
-        """A stream of lifecycle events from now on (unbounded: they are rare)."""
-        send, receive = anyio.create_memory_object_stream[LifecycleEvent](math.inf)
-        self._subscribers.append(send)
-        return receive
+        """A stream of lifecycle events from now on."""
+        return self._events.subscribe()
 
     def emit(self, event: LifecycleEvent) -> None:
-        self.event_log.append(event)
-        log.info("%s: %s", self.name, event)
-        for send in list(self._subscribers):
-            try:
-                send.send_nowait(event)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._subscribers.remove(send)
+        self._events.emit(event)
+
+    @property
+    def event_log(self) -> Sequence[LifecycleEvent]:
+        """The most recent lifecycle events, oldest first."""
+        return self._events.log
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -204,13 +185,7 @@ class SupervisedAgent:
         response = await self.call(
             AgentConnection.new_session, cwd, mcp_servers, additional_directories
         )
-        session = Session(
-            self,
-            response.session_id,
-            cwd=cwd,
-            mcp_servers=mcp_servers,
-            additional_directories=additional_directories,
-        )
+        session = Session(self, response.session_id, cwd, mcp_servers, additional_directories)
         session.offer(response.modes, response.config_options)
         self._sessions[session.id] = session
         return session
@@ -238,13 +213,7 @@ class SupervisedAgent:
         additional_directories: Sequence[Path] = (),
     ) -> Session:
         """Open an existing session; its replayed past is in ``Session.history``."""
-        session = Session(
-            self,
-            session_id,
-            cwd=cwd,
-            mcp_servers=mcp_servers,
-            additional_directories=additional_directories,
-        )
+        session = Session(self, session_id, cwd, mcp_servers, additional_directories)
         session.replay = []
         self._sessions[session_id] = session
         try:
@@ -270,13 +239,7 @@ class SupervisedAgent:
         response = await self.call(
             AgentConnection.resume_session, session_id, cwd, mcp_servers, additional_directories
         )
-        session = Session(
-            self,
-            session_id,
-            cwd=cwd,
-            mcp_servers=mcp_servers,
-            additional_directories=additional_directories,
-        )
+        session = Session(self, session_id, cwd, mcp_servers, additional_directories)
         session.offer(response.modes, response.config_options)
         self._sessions[session_id] = session
         return session
@@ -338,11 +301,21 @@ class SupervisedAgent:
 
     async def quarantine(self, reason: str) -> None:
         """Kill the current process tree and go through the restart path (and its policy)."""
-        if self._process is None or self._quarantine.is_set():
-            return
-        self._quarantine_reason = reason
-        self._quarantine.set()
+        if self._current is not None:
+            self._current.quarantine(reason)
         await anyio.lowlevel.checkpoint()
+
+    # -- called by the running generation ------------------------------------------------
+
+    def attach(self, connection: AgentConnection) -> None:
+        """A process is initialized and its sessions restored: the agent is ready."""
+        self._connection = connection
+        self._ready.set()
+
+    def detach(self) -> None:
+        """The process is ending: calls wait for the next one (the "needs restart" state)."""
+        self._connection = None
+        self._ready = anyio.Event()
 
     async def revive(self) -> None:
         """After a give-up: start a fresh agent (new restart budget) and restore the sessions.
@@ -380,8 +353,10 @@ class SupervisedAgent:
         reported_ready = False
         while True:
             self._generation += 1
-            record, decision, was_ready = await self._run_generation(
-                restoring, None if reported_ready else task_status
+            generation = Generation(self, self._generation, restoring)
+            self._current = generation
+            record, decision, was_ready = await generation.run(
+                None if reported_ready else task_status, self._on_exit
             )
             if self._closing:
                 return
@@ -389,145 +364,14 @@ class SupervisedAgent:
                 reported_ready = True
             elif not reported_ready and not restoring:
                 # The very first start failed: the caller of open_supervised_agent hears it.
-                raise AgentStartupError(_startup_failure(self.name, record))
+                raise AgentStartupError(startup_failure(self.name, record))
             restoring = True
             if isinstance(decision, GiveUp):
                 return
             self.emit(AgentRestarting(self.name, decision.attempt, decision.delay_s))
             await anyio.sleep(decision.delay_s)
 
-    async def _run_generation(
-        self, restoring: bool, task_status: TaskStatus[None] | None
-    ) -> tuple[ExitRecord, Decision, bool]:
-        self._quarantine = anyio.Event()
-        self._quarantine_reason = None
-        spawned_at = time.monotonic()
-        try:
-            async with open_agent(
-                self.spec,
-                base_env=self.options.base_env,
-                stderr_forward=self.options.stderr_forward,
-                shutdown=self.options.shutdown,
-            ) as process:
-                self._process = process
-                try:
-                    return await self._serve_process(process, restoring, task_status, spawned_at)
-                finally:
-                    self._process = None
-        except SpawnError as exc:
-            if self._generation == 1:
-                raise
-            record = ExitRecord(time.monotonic(), 0.0, None, None, str(exc))
-            return record, await self._on_exit(record, pid=0), False
-
-    async def _serve_process(
-        self,
-        process: AgentProcess,
-        restoring: bool,
-        task_status: TaskStatus[None] | None,
-        spawned_at: float,
-    ) -> tuple[ExitRecord, Decision, bool]:
-        peer = JsonRpcPeer(
-            process.stdout,
-            process.stdin,
-            name=self.name,
-            max_line_bytes=self.options.max_line_bytes,
-        )
-        self._handlers.register(peer)
-        connection = AgentConnection(peer, name=self.name)
-        ended = anyio.Event()
-        was_ready = False
-        reason: list[str] = []  # why we ended a process that was still running, if we did
-        async with anyio.create_task_group() as tg:
-            await tg.start(peer.run)
-            tg.start_soon(_set_when, peer.wait_closed, ended)
-            tg.start_soon(_set_when, process.wait_exited, ended)
-            tg.start_soon(_set_when, self._quarantine.wait, ended)
-            if self.options.max_tree_rss_bytes is not None:
-                tg.start_soon(self._watch_memory, process, ended, reason)
-            try:
-                await self._start(connection, process, restoring, ended)
-            except (BridgeError, TimeoutError) as exc:
-                log.warning("%s: start failed: %s", self.name, exc)
-                reason.append(_start_failure_reason(exc))
-                ended.set()
-            else:
-                self._connection = connection
-                was_ready = True
-                self._ready.set()
-                if task_status is not None:
-                    task_status.started()
-            await ended.wait()
-            self._connection = None
-            self._ready = anyio.Event()
-            record = await self._exit_record(process, peer, reason, spawned_at)
-            tg.cancel_scope.cancel()
-        return record, await self._on_exit(record, pid=process.pid), was_ready
-
-    async def _start(
-        self,
-        connection: AgentConnection,
-        process: AgentProcess,
-        restoring: bool,
-        ended: anyio.Event,
-    ) -> None:
-        with anyio.fail_after(self.options.startup_timeout_s):
-            init = await connection.initialize(
-                self._handlers.client_capabilities(), self._handlers.client_info()
-            )
-            if self.options.auth_method is not None:
-                await connection.authenticate(self.options.auth_method)
-        self.emit(
-            AgentStarted(
-                self.name,
-                process.pid,
-                init.agent_info.dump() if init.agent_info else None,
-                init.protocol_version,
-                self._generation,
-            )
-        )
-        if restoring:
-            with anyio.fail_after(self.options.restore_timeout_s):
-                for session in list(self._sessions.values()):
-                    await restore_session(self, connection, session)
-
-    async def _watch_memory(
-        self, process: AgentProcess, ended: anyio.Event, reason: list[str]
-    ) -> None:
-        limits = WatchdogLimits(self.options.max_tree_rss_bytes, self.options.watchdog_interval_s)
-        trip = await watch_rss(process.pid, limits)
-        reason.append(f"watchdog: {trip.reason}")
-        ended.set()
-
-    async def _exit_record(
-        self, process: AgentProcess, peer: JsonRpcPeer, reasons: list[str], spawned_at: float
-    ) -> ExitRecord:
-        """How the process ended. One that is still running is killed first: it was
-        quarantined, tripped the watchdog, or closed its stdout (and is no use without it)."""
-        if self._quarantine.is_set():
-            reasons.insert(0, self._quarantine_reason or "quarantined")
-        if not process.has_exited and not reasons:
-            # stdout ended first: usually the exit itself, seen a moment before waitpid.
-            with anyio.move_on_after(self.options.exit_report_timeout_s):
-                await process.wait_exited()
-            if not process.has_exited:
-                reasons.append(_stdout_reason(peer))
-        if not process.has_exited:
-            killer.signal_group(process.pid, signal.SIGKILL)
-            with anyio.move_on_after(self.options.shutdown.kill_wait_s):
-                await process.wait_exited()
-        status = process.exit_status
-        described = status.describe() if status else "did not exit"
-        return ExitRecord(
-            at_s=time.monotonic(),
-            uptime_s=time.monotonic() - spawned_at,
-            returncode=status.returncode if status else None,
-            signal=status.signal if status else None,
-            reason=f"{reasons[0]} ({described})" if reasons else described,
-            stderr_tail=process.stderr_tail(20),
-        )
-
-    async def _on_exit(self, record: ExitRecord, *, pid: int) -> Decision:
+    async def _on_exit(self, record: ExitRecord, pid: int) -> Decision:
         """Decide, report, and fail the turns in flight, while the tree is still being reaped."""
         decision = self.options.restart.decide(
             [*self._history, record], time.monotonic(), name=self.name
@@ -550,9 +394,9 @@ class SupervisedAgent:
                 f"{decision.reason}\n{format_exit_history(decision.history)}",
                 history=list(decision.history),
             )
-            self.emit(AgentGaveUp(self.name, decision.reason, _history_lines(decision.history)))
+            self.emit(AgentGaveUp(self.name, decision.reason, history_lines(decision.history)))
             self._ready.set()  # wake waiters: they see the failure
-        failure = _turn_failure(self.name, record, will_restart, pid)
+        failure = turn_failure(self.name, record, will_restart, pid)
         self._exit_failures[self._generation] = failure
         self._exit_failures.pop(self._generation - 8, None)
         self._exit_known.setdefault(self._generation, anyio.Event()).set()
@@ -572,56 +416,8 @@ class SupervisedAgent:
             turn = session.current_turn
             if turn is not None and not turn.is_done:
                 await turn.fail(ResourceClosedError(f"{self.name} was closed during the turn"))
-        for send in self._subscribers:
-            send.close()
+        self._events.close()
         self._ready.set()
-
-
-async def _set_when(wait: Any, ended: anyio.Event) -> None:
-    await wait()
-    ended.set()
-
-
-def _stdout_reason(peer: JsonRpcPeer) -> str:
-    cause = peer.closed_reason
-    if cause is not None and isinstance(cause.__cause__, FramingError):
-        return f"broke the protocol ({cause.__cause__}); killed"
-    return "closed its stdout but kept running; killed"
-
-
-def _start_failure_reason(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "did not finish initializing in time"
-    return f"failed to start: {exc}"
-
-
-def _startup_failure(name: str, record: ExitRecord) -> str:
-    tail = f"\nLast stderr lines:\n{record.stderr_tail}" if record.stderr_tail else ""
-    return (
-        f"{name} could not be started: {record.reason}. Check the agent command, its "
-        f"installation and its credentials.{tail}"
-    )
-
-
-def _turn_failure(name: str, record: ExitRecord, will_restart: bool, pid: int) -> AgentExitedError:
-    next_step = (
-        "restarting it and restoring the session; the interrupted prompt is not re-sent"
-        if will_restart
-        else "not restarting it (restart limit reached)"
-    )
-    last_lines = "\n".join(record.stderr_tail.splitlines()[-10:])
-    tail = f"\nLast stderr lines of the agent:\n{last_lines}" if last_lines else ""
-    return AgentExitedError(
-        f"agent {name!r} (pid {pid}): {record.reason}; {next_step}{tail}",
-        returncode=record.returncode,
-        signal=record.signal,
-        stderr_tail=record.stderr_tail,
-        recoverable=will_restart,
-    )
-
-
-def _history_lines(history: Sequence[ExitRecord]) -> tuple[str, ...]:
-    return tuple(format_exit_history(history).splitlines())
 
 
 @asynccontextmanager

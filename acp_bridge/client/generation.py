@@ -1,0 +1,204 @@
+"""One generation of a supervised agent: a single process from spawn to its exit report.
+
+:meth:`Generation.run` spawns the agent (own process group), connects a :class:`JsonRpcPeer`,
+runs ``initialize`` (and ``authenticate``) within ``startup_timeout_s``, restores every known
+session when this is a restart, and only then attaches the connection to the agent, which makes
+it ready. It then serves until the first of: the process exits, its stdout ends, the watchdog
+trips, or the supervisor quarantines it. It detaches (calls now wait for the next generation),
+builds the :class:`ExitRecord` (killing a process that is still running: it is of no use), and
+hands the record to the supervisor's exit callback while the tree is still being reaped, so a
+turn in flight fails at once. Leaving :func:`open_agent` then stops the whole process tree.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskStatus
+
+from acp_bridge.client.connection import AgentConnection
+from acp_bridge.client.events import AgentStarted
+from acp_bridge.client.restore import restore_session
+from acp_bridge.errors import BridgeError, FramingError, SpawnError
+from acp_bridge.process import killer
+from acp_bridge.process.launcher import AgentProcess, open_agent
+from acp_bridge.process.policy import Decision, ExitRecord
+from acp_bridge.process.watchdog import WatchdogLimits, watch_rss
+from acp_bridge.rpc.peer import JsonRpcPeer
+
+if TYPE_CHECKING:
+    from acp_bridge.client.supervisor import SupervisedAgent
+
+__all__ = ["ExitCallback", "Generation"]
+
+log = logging.getLogger(__name__)
+
+ExitCallback = Callable[[ExitRecord, int], Awaitable[Decision]]
+"""``on_exit(record, pid)``: the supervisor decides, reports and fails the turns in flight."""
+
+
+class Generation:
+    def __init__(self, agent: SupervisedAgent, number: int, restoring: bool) -> None:
+        self._agent = agent
+        self._options = agent.options
+        self.number = number
+        self._restoring = restoring
+        self._process: AgentProcess | None = None
+        self._ended = anyio.Event()
+        self._reasons: list[str] = []  # why we ended a process that was still running, if we did
+        self._quarantined = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def quarantine(self, reason: str) -> None:
+        """End this process (killed, then restarted by the supervisor's policy)."""
+        if self._process is None or self._ended.is_set():
+            return
+        self._quarantined = True
+        self._reasons.insert(0, reason)
+        self._ended.set()
+
+    async def run(
+        self, task_status: TaskStatus[None] | None, on_exit: ExitCallback
+    ) -> tuple[ExitRecord, Decision, bool]:
+        """Serve one process; returns its exit record, the policy's decision, and whether it
+        ever became ready. ``task_status`` is reported started once it is ready.
+
+        Raises:
+            SpawnError: the very first spawn failed (later ones become exit records).
+        """
+        agent = self._agent
+        spawned_at = time.monotonic()
+        try:
+            async with open_agent(
+                agent.spec,
+                base_env=self._options.base_env,
+                stderr_forward=self._options.stderr_forward,
+                shutdown=self._options.shutdown,
+            ) as process:
+                self._process = process
+                return await self._serve(process, task_status, spawned_at, on_exit)
+        except SpawnError as exc:
+            if self.number == 1:
+                raise
+            record = ExitRecord(time.monotonic(), 0.0, None, None, str(exc))
+            return record, await on_exit(record, 0), False
+
+    async def _serve(
+        self,
+        process: AgentProcess,
+        task_status: TaskStatus[None] | None,
+        spawned_at: float,
+        on_exit: ExitCallback,
+    ) -> tuple[ExitRecord, Decision, bool]:
+        agent = self._agent
+        peer = JsonRpcPeer(
+            process.stdout,
+            process.stdin,
+            name=agent.name,
+            max_line_bytes=self._options.max_line_bytes,
+        )
+        agent.handlers.register(peer)
+        connection = AgentConnection(peer, name=agent.name)
+        was_ready = False
+        async with anyio.create_task_group() as tg:
+            await tg.start(peer.run)
+            tg.start_soon(self._end_when, peer.wait_closed)
+            tg.start_soon(self._end_when, process.wait_exited)
+            if self._options.max_tree_rss_bytes is not None:
+                tg.start_soon(self._watch_memory, process)
+            try:
+                await self._start(connection, process)
+            except (BridgeError, TimeoutError) as exc:
+                log.warning("%s: start failed: %s", agent.name, exc)
+                self._reasons.append(_start_failure_reason(exc))
+                self._ended.set()
+            else:
+                was_ready = True
+                agent.attach(connection)
+                if task_status is not None:
+                    task_status.started()
+            await self._ended.wait()
+            agent.detach()
+            record = await self._exit_record(process, peer, spawned_at)
+            tg.cancel_scope.cancel()
+        return record, await on_exit(record, process.pid), was_ready
+
+    async def _start(self, connection: AgentConnection, process: AgentProcess) -> None:
+        agent = self._agent
+        with anyio.fail_after(self._options.startup_timeout_s):
+            init = await connection.initialize(
+                agent.handlers.client_capabilities(), agent.handlers.client_info()
+            )
+            if self._options.auth_method is not None:
+                await connection.authenticate(self._options.auth_method)
+        agent.emit(
+            AgentStarted(
+                agent.name,
+                process.pid,
+                init.agent_info.dump() if init.agent_info else None,
+                init.protocol_version,
+                self.number,
+            )
+        )
+        if self._restoring:
+            with anyio.fail_after(self._options.restore_timeout_s):
+                for session in agent.sessions:
+                    await restore_session(agent, connection, session)
+
+    async def _end_when(self, wait: Callable[[], Awaitable[object]]) -> None:
+        await wait()
+        self._ended.set()
+
+    async def _watch_memory(self, process: AgentProcess) -> None:
+        limits = WatchdogLimits(self._options.max_tree_rss_bytes, self._options.watchdog_interval_s)
+        trip = await watch_rss(process.pid, limits)
+        self._reasons.append(f"watchdog: {trip.reason}")
+        self._ended.set()
+
+    async def _exit_record(
+        self, process: AgentProcess, peer: JsonRpcPeer, spawned_at: float
+    ) -> ExitRecord:
+        """How the process ended. One that is still running is killed first: it was
+        quarantined, tripped the watchdog, or closed its stdout (and is no use without it)."""
+        reasons = self._reasons
+        if not process.has_exited and not reasons:
+            # stdout ended first: usually the exit itself, seen a moment before waitpid.
+            with anyio.move_on_after(self._options.exit_report_timeout_s):
+                await process.wait_exited()
+            if not process.has_exited:
+                reasons.append(_stdout_reason(peer))
+        if not process.has_exited:
+            killer.signal_group(process.pid, signal.SIGKILL)
+            with anyio.move_on_after(self._options.shutdown.kill_wait_s):
+                await process.wait_exited()
+        status = process.exit_status
+        described = status.describe() if status else "did not exit"
+        return ExitRecord(
+            at_s=time.monotonic(),
+            uptime_s=time.monotonic() - spawned_at,
+            returncode=status.returncode if status else None,
+            signal=status.signal if status else None,
+            reason=f"{reasons[0]} ({described})" if reasons else described,
+            stderr_tail=process.stderr_tail(20),
+        )
+
+
+def _stdout_reason(peer: JsonRpcPeer) -> str:
+    cause = peer.closed_reason
+    if cause is not None and isinstance(cause.__cause__, FramingError):
+        return f"broke the protocol ({cause.__cause__}); killed"
+    return "closed its stdout but kept running; killed"
+
+
+def _start_failure_reason(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "did not finish initializing in time"
+    return f"failed to start: {exc}"
