@@ -92,11 +92,16 @@ class ClientHandlers:
         if session is None or not isinstance(update, dict):
             log.debug("%s: update for an unknown session dropped", self._agent.name)
             return
+        session.last_update_at = anyio.current_time()
         if session.replay is not None:
             session.replay.append(update)
             return
         turn = session.current_turn
-        if turn is not None and not turn.is_done:
+        if (
+            turn is not None
+            and not turn.is_done
+            and update.get("messageId") not in session.fenced_message_ids
+        ):
             await turn.deliver_update(update)
         else:
             session.stray_updates.append(update)

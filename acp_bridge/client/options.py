@@ -38,6 +38,10 @@ class ClientOptions:
     """Spawn to the end of ``initialize``. Generous: ``npx``/``uvx`` agents may download first."""
     restore_timeout_s: float = 120.0
     """Restoring all sessions after a restart (a ``session/load`` replays whole histories)."""
+    cancel_grace_s: float = 5.0
+    """After ``session/cancel``, how long the agent gets to answer before it is quarantined."""
+    quarantine_wait_s: float = 10.0
+    """How long ending a quarantined turn waits for the process to be gone and reported."""
     exit_report_timeout_s: float = 2.0
     """After stdout ends, how long the process gets to exit before it is killed as stuck."""
     shutdown: ShutdownTimeouts = field(default_factory=ShutdownTimeouts)

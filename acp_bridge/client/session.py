@@ -73,6 +73,11 @@ class Session:
         self.stray_updates: deque[dict[str, Any]] = deque(maxlen=_STRAY_KEPT)
         """Updates that arrived outside any turn (late ones, or live ones after a load)."""
         self.closed = False
+        self.last_update_at = 0.0
+        """When the last update for this session arrived (anyio clock), in a turn or not."""
+        self.fenced_message_ids: frozenset[str] = frozenset()
+        """messageIds of the previous turn: an update carrying one is late, never the next
+        turn's."""
         self._turn: Turn | None = None
         self._turn_lock = anyio.Lock()
         self.replay: list[dict[str, Any]] | None = None
@@ -97,13 +102,27 @@ class Session:
     async def prompt(self, content: Content) -> AsyncIterator[Turn]:
         """Start a turn; iterate the yielded :class:`Turn` for its events.
 
-        Leaving the block before the turn ended cancels it and waits for the agent's answer.
+        Leaving the block before the turn ended cancels it: the agent gets ``cancel_grace_s``
+        to answer, after which it is quarantined (killed, restarted, the session restored).
+
+        Raises:
+            RestartLimitError: the agent is gone for good.
+        """
+        turn = await self.begin(content)
+        try:
+            yield turn
+        finally:
+            await self.end(turn)
+
+    async def begin(self, content: Content) -> Turn:
+        """Start a turn (waiting for this session's previous turn); pair with :meth:`end`.
 
         Raises:
             RestartLimitError: the agent is gone for good.
         """
         blocks = to_blocks(content)
-        async with self._turn_lock:
+        await self._turn_lock.acquire()
+        try:
             self._check_open()
             turn = Turn(self.id, buffer=self._agent.options.turn_buffer)
             try:
@@ -111,18 +130,33 @@ class Session:
             except BaseException:
                 turn.discard()
                 raise
-            self._turn = turn
-            try:
-                yield turn
+        except BaseException:
+            self._turn_lock.release()
+            raise
+        self._turn = turn
+        return turn
+
+    async def end(self, turn: Turn) -> None:
+        """Finish with ``turn``. One the agent has not answered yet is cancelled; an agent that
+        does not answer within ``cancel_grace_s`` is quarantined. Bounded; never raises."""
+        try:
+            with anyio.CancelScope(shield=True):
                 if not turn.is_done:
-                    await self.cancel()
-            finally:
-                with anyio.CancelScope(shield=True):
-                    if not turn.is_done:
-                        await self._agent.cancel_turn(self)
-                    await turn.wait_quietly()
-                    turn.close()
-                    self._turn = None
+                    await self._agent.cancel_turn(self)
+                    with anyio.move_on_after(self._agent.options.cancel_grace_s):
+                        await turn.wait_quietly()
+                if not turn.is_done:
+                    grace = self._agent.options.cancel_grace_s
+                    await self._agent.quarantine(
+                        f"it did not answer a cancelled prompt within {grace:g} s"
+                    )
+                    with anyio.move_on_after(self._agent.options.quarantine_wait_s):
+                        await turn.wait_quietly()
+                turn.close()
+                self.fenced_message_ids = turn.message_ids
+        finally:
+            self._turn = None
+            self._turn_lock.release()
 
     async def run(self, content: Content) -> PromptResponse:
         """Prompt and wait for the end, ignoring the events."""
@@ -134,6 +168,11 @@ class Session:
         ``cancelled``. The turn ends when the agent answers; a no-op when nothing runs."""
         if self._turn is not None and not self._turn.is_done:
             await self._agent.cancel_turn(self)
+
+    async def quarantine(self, reason: str) -> None:
+        """Kill the agent's process tree and restart it; the session is restored before the
+        next prompt (this and every other session of the agent)."""
+        await self._agent.quarantine(reason)
 
     # -- session settings -----------------------------------------------------------------
 

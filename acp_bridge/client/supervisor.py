@@ -289,6 +289,9 @@ class SupervisedAgent:
 
     async def cancel_turn(self, session: Session) -> None:
         """``session/cancel`` for the session's running turn; answer its permission requests."""
+        turn = session.current_turn
+        if turn is not None:
+            turn.cancel_requested = True
         for scope in list(session.permission_scopes):
             scope.cancel()
         connection = self._connection

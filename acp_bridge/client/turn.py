@@ -45,6 +45,10 @@ class Turn:
         self._started_at = time.monotonic()
         self.duration_s: float | None = None
         self.update_count = 0
+        self._message_ids: set[str] = set()
+        self.cancel_requested = False
+        """Set when the bridge sent ``session/cancel``: open tool calls close whatever the
+        agent answers (agents often answer a cancel with ``end_turn``)."""
 
     def __repr__(self) -> str:
         state = (
@@ -119,7 +123,15 @@ class Turn:
             log.debug("dropped an update after its turn or tool call closed")
             return
         self.update_count += 1
+        message_id = raw_update.get("messageId")
+        if isinstance(message_id, str):
+            self._message_ids.add(message_id)
         await self._emit(UpdateReceived(self.session_id, raw_update))
+
+    @property
+    def message_ids(self) -> frozenset[str]:
+        """The messageIds the agent used in this turn."""
+        return frozenset(self._message_ids)
 
     async def deliver_permission(self, decision: PermissionDecided) -> None:
         if not self._done.is_set():
@@ -130,7 +142,7 @@ class Turn:
         if self._done.is_set():
             return
         self._response = response
-        if response.is_cancelled():
+        if response.is_cancelled() or self.cancel_requested:
             await self._close_tool_calls("the turn was cancelled")
         self._end()
 
@@ -143,8 +155,15 @@ class Turn:
         self._end()
 
     async def _close_tool_calls(self, reason: str) -> None:
-        for tool_call_id in self._tool_calls.close_all():
-            await self._emit(ToolCallClosed(self.session_id, tool_call_id, "failed", reason))
+        for event in self.close_tool_calls(reason):
+            await self._emit(event)
+
+    def close_tool_calls(self, reason: str) -> list[ToolCallClosed]:
+        """Close the open tool calls now (once: they are never closed or updated again)."""
+        return [
+            ToolCallClosed(self.session_id, tool_call_id, "failed", reason)
+            for tool_call_id in self._tool_calls.close_all()
+        ]
 
     async def _emit(self, event: TurnEvent) -> None:
         # Nobody listening any more (the caller left the turn) is fine. Wait only when the
@@ -159,6 +178,15 @@ class Turn:
         self.duration_s = time.monotonic() - self._started_at
         self._send.close()
         self._done.set()
+
+    def take_buffered(self) -> list[TurnEvent]:
+        """The events buffered right now, without waiting."""
+        events: list[TurnEvent] = []
+        while True:
+            try:
+                events.append(self._receive.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                return events
 
     def close(self) -> None:
         """Release the event buffer: the caller reads no more events of this turn."""

@@ -18,6 +18,8 @@ ALLOWED = {
     "rpc": {"errors", "wire"},
     "process": {"errors", "wire"},
     "client": {"errors", "wire", "rpc", "process"},
+    "session": {"errors", "wire", "rpc", "process", "client"},
+    "conversation": {"errors", "wire", "rpc", "process", "client", "session"},
     "cli": {"errors", "wire", "rpc", "process", "client", "session", "conversation", "proxy"},
 }
 PURE_MODULES = [
@@ -26,6 +28,7 @@ PURE_MODULES = [
     "process/spec.py",
     "process/policy.py",
     "client/toolcalls.py",
+    "session/turn.py",
 ]
 IMPURE_IMPORTS = {"anyio", "trio", "asyncio", "os", "signal", "time", "subprocess", "socket"}
 
