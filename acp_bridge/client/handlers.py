@@ -92,7 +92,7 @@ class ClientHandlers:
         if session is None or not isinstance(update, dict):
             log.debug("%s: update for an unknown session dropped", self._agent.name)
             return
-        session.last_update_at = anyio.current_time()
+        session.updates_seen += 1
         if session.replay is not None:
             session.replay.append(update)
             return

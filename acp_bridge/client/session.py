@@ -73,8 +73,9 @@ class Session:
         self.stray_updates: deque[dict[str, Any]] = deque(maxlen=_STRAY_KEPT)
         """Updates that arrived outside any turn (late ones, or live ones after a load)."""
         self.closed = False
-        self.last_update_at = 0.0
-        """When the last update for this session arrived (anyio clock), in a turn or not."""
+        self.updates_seen = 0
+        """Updates received for this session, in a turn or not (a counter is cheaper than a
+        clock read per update; the driver's settle window watches it)."""
         self.fenced_message_ids: frozenset[str] = frozenset()
         """messageIds of the previous turn: an update carrying one is late, never the next
         turn's."""

@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["AgentSpec"]
+__all__ = ["AgentSpec", "default_name"]
+
+_LAUNCHERS = ("python", "node", "npx", "uvx", "bunx", "deno", "bun", "env", "pipx")
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class AgentSpec:
         if not self.argv:
             raise ValueError("an agent needs a command to run")
         if not self.name:
-            object.__setattr__(self, "name", Path(self.argv[0]).name)
+            object.__setattr__(self, "name", default_name(self.argv))
 
     @property
     def display_command(self) -> str:
@@ -52,3 +54,28 @@ class AgentSpec:
             resolved.pop(key, None)
         resolved.update(self.env)
         return resolved
+
+
+def default_name(argv: Sequence[str]) -> str:
+    """A readable agent name from its command line, for logs and error messages.
+
+    Launchers are looked through: ``python -u fixtures/agents/echo_agent.py`` is
+    ``echo_agent``, ``npx @zed-industries/claude-code-acp`` is ``claude-code-acp``,
+    ``python -m my_agent`` is ``my_agent``.
+    """
+    words = list(argv)
+    name = Path(words[0]).name
+    if name.startswith(_LAUNCHERS) or name in ("pnpm", "yarn"):
+        rest = words[1:]
+        for index, word in enumerate(rest):
+            if word in ("-m", "-c") and index + 1 < len(rest):
+                return rest[index + 1] if word == "-m" else name
+            if word in ("dlx", "exec", "run", "x"):
+                continue
+            if not word.startswith("-") and "=" not in word:
+                name = word
+                break
+    base = name.rsplit("/", 1)[-1].split("@", 1)[0]  # a package's @version goes
+    for suffix in (".py", ".js", ".mjs", ".ts"):
+        base = base.removesuffix(suffix)
+    return base or name

@@ -177,13 +177,11 @@ class TurnDriver:
     async def _settle(self) -> None:
         """Wait for the session to be quiet (see the module docstring); bounded."""
         session = self.session
-        waited_from = anyio.current_time()
-        while True:
-            now = anyio.current_time()
-            quiet_for = now - session.last_update_at
-            if quiet_for >= self.policy.settle_s:
-                return
-            if now - waited_from >= self.policy.settle_max_s:
-                log.info("%s: still receiving late updates; starting the next turn", session.id)
-                return
-            await anyio.sleep(self.policy.settle_s - quiet_for)
+        with anyio.move_on_after(self.policy.settle_max_s) as scope:
+            while True:
+                seen = session.updates_seen
+                await anyio.sleep(self.policy.settle_s)
+                if session.updates_seen == seen:
+                    return
+        if scope.cancelled_caught:
+            log.info("%s: still receiving late updates; starting the next turn", session.id)
