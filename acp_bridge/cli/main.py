@@ -57,7 +57,102 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="the echo agent script to drive (default: fixtures/agents/echo_agent.py)",
     )
+    add_run_parser(commands)
     return parser
+
+
+def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run turns headless: -m TEXT (repeatable) or one message per stdin line",
+        usage="acp-bridge run [OPTIONS] -- AGENT_CMD [ARGS...]",
+        description=(
+            "Start AGENT_CMD as a supervised ACP agent and prompt it with each message, in "
+            "order, one turn each. Messages come from -m (repeatable) or, without -m, from "
+            "stdin, one per line; a line read while a turn runs waits for it. Every message is "
+            "stored (--store) before it is prompted, so a conversation survives a crash of the "
+            "bridge itself (--resume). The agent's text goes to stdout (or NDJSON events with "
+            "--json); progress and logs go to stderr."
+        ),
+        epilog=(
+            "Exit codes: 0 every turn ended; 2 usage error; 3 the agent could not be started or "
+            "initialized; 4 a turn failed and could not be recovered; 130 interrupted. "
+            "--json events: agent_started, session, turn_started, update, permission, "
+            "turn_ended, turn_failed, agent_exited, agent_restarted, session_restored, "
+            'session_replaced (each with "event" and "ts").'
+        ),
+    )
+    run.add_argument(
+        "-m",
+        "--message",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="a message to send (repeatable, sent in order); without -m, read stdin lines",
+    )
+    run.add_argument("--cwd", metavar="DIR", help="the session's working directory (default: .)")
+    run.add_argument(
+        "--session-id", metavar="ID", help="restore this agent session (session/load or resume)"
+    )
+    run.add_argument(
+        "--store",
+        metavar="PATH",
+        help="the SQLite store of conversations (default: $XDG_STATE_HOME/acp-bridge/store.db)",
+    )
+    which = run.add_mutually_exclusive_group()
+    which.add_argument("--conversation", metavar="ID", help="continue the stored conversation ID")
+    which.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the most recent stored conversation (its queue goes on with the next "
+        "message never prompted)",
+    )
+    run.add_argument(
+        "--grace",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="after a cancel, how long the agent gets to answer before it is replaced (default: 5)",
+    )
+    run.add_argument(
+        "--turn-timeout", type=float, metavar="SECONDS", help="cancel a turn that runs longer"
+    )
+    run.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="cancel a turn when the agent sends nothing for this long",
+    )
+    run.add_argument(
+        "--max-restarts",
+        type=int,
+        default=5,
+        metavar="N",
+        help="restarts allowed within 5 minutes before giving up (default: 5)",
+    )
+    run.add_argument(
+        "--permission",
+        choices=["ask", "deny", "allow-reads", "allow-all"],
+        help="how to answer the agent's permission requests (default: ask on a terminal, "
+        "deny otherwise)",
+    )
+    run.add_argument(
+        "--allow-fs",
+        action="store_true",
+        help="let the agent read and write files inside the session roots",
+    )
+    run.add_argument(
+        "--allow-terminal",
+        action="store_true",
+        help="let the agent run commands (terminal/*) in the session cwd",
+    )
+    run.add_argument("--json", action="store_true", help="print NDJSON events on stdout")
+    run.add_argument(
+        "agent_cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- AGENT_CMD [ARGS...]",
+        help="the agent command line, after --",
+    )
 
 
 def configure_logging(verbosity: int) -> None:
@@ -79,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from acp_bridge.cli.demo import run_demo
 
             return run_demo(args.agent_script)
+        if args.command == "run":
+            from acp_bridge.cli.run import run_command
+
+            return run_command(parser, args)
     except KeyboardInterrupt:
         print("acp-bridge: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

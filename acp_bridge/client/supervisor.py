@@ -102,6 +102,11 @@ class SupervisedAgent:
         return self._handlers
 
     @property
+    def is_failed(self) -> bool:
+        """The restart policy gave up (see :meth:`revive`)."""
+        return self._failed is not None
+
+    @property
     def is_ready(self) -> bool:
         return self._ready.is_set() and self._failed is None
 

@@ -1,0 +1,1 @@
+"""The conversation layer: a durable FIFO queue of user messages, one agent turn each."""

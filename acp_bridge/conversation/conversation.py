@@ -1,0 +1,437 @@
+"""A conversation: a durable FIFO queue of user messages fed to a supervised agent, one turn each.
+
+The pieces: the :class:`QueueStore` (every message is committed before ``send`` returns), the
+pure :class:`QueueMachine` (which message goes next and how each one ends), a
+:class:`TurnDriver` (the turn itself, with the cancel grace window) and a
+:class:`SupervisedAgent` (restarts that keep the session). This module performs what the
+machine decides and reports back what happened; it holds no queue logic of its own.
+
+Events go to subscribers as JSON-ready dicts, each with ``event`` and ``ts`` (the names of the
+CLI's ``--json`` contract). Turn boundaries and lifecycle events are also written to the
+store's event log; the high-rate ``update`` events are not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from acp_bridge.client.events import (
+    AgentExited,
+    AgentGaveUp,
+    AgentRestarting,
+    AgentStarted,
+    LifecycleEvent,
+    PermissionDecided,
+    SessionReplaced,
+    SessionRestored,
+    ToolCallClosed,
+    TurnEvent,
+    UpdateReceived,
+)
+from acp_bridge.client.session import Session, to_blocks
+from acp_bridge.client.supervisor import SupervisedAgent
+from acp_bridge.conversation.queue import QueueMachine
+from acp_bridge.conversation.queue_model import (
+    Action,
+    Answered,
+    CancelTurn,
+    Failed,
+    Idle,
+    MessageFinal,
+    MessageRecord,
+    MessageState,
+    ReviveAgent,
+    StartTurn,
+)
+from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.errors import AgentError, BridgeError, ResourceClosedError
+from acp_bridge.session.driver import TurnDriver, TurnPolicy
+
+__all__ = ["Conversation", "ConversationEvent", "open_conversation"]
+
+log = logging.getLogger(__name__)
+
+ConversationEvent = dict[str, Any]
+_T = TypeVar("_T")
+_STOP_OR_CLOSE = ("stop", "close", "interrupt")
+_BACKLOG = 1000
+
+
+@dataclass
+class _State:
+    idle_reason: str | None = "drained"
+    idle: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Conversation:
+    """Use :func:`open_conversation`."""
+
+    def __init__(
+        self,
+        store: QueueStore,
+        record: ConversationRecord,
+        agent: SupervisedAgent,
+        session: Session,
+        policy: TurnPolicy,
+        task_group: TaskGroup,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.id = record.id
+        self.agent = agent
+        self.session = session
+        self._store = store
+        self._driver = TurnDriver(session, policy)
+        self._task_group = task_group
+        self._clock = clock
+        self._machine = QueueMachine()
+        self._subscribers: list[MemoryObjectSendStream[ConversationEvent]] = []
+        self._state = _State()
+        self._prompts: dict[int, list[dict[str, Any]]] = {}
+        self._duration_ms = 0.0
+        self._backlog: deque[ConversationEvent] = deque(maxlen=_BACKLOG)
+
+    # -- the caller's operations ----------------------------------------------------------
+
+    async def send(self, content: Any, *, interrupt: bool = False) -> int:
+        """Persist a message (committed before this returns) and queue it; returns its seq.
+
+        With ``interrupt`` the running turn is cancelled (its message ends superseded) and this
+        message goes next.
+        """
+        blocks = to_blocks(content)
+        record = await self._db(
+            self._store.add_message,
+            self.id,
+            blocks,
+            next=interrupt,
+            unpause=True,
+            now=self._clock(),
+        )
+        self._prompts[record.seq] = blocks
+        await self._perform(self._machine.send(record.seq, interrupt=interrupt))
+        return record.seq
+
+    async def stop(self) -> None:
+        """Cancel the running turn (it ends cancelled) and pause the queue until
+        :meth:`resume` or a new send."""
+        await self._db(self._store.update_conversation, self.id, paused=True, now=self._clock())
+        await self._perform(self._machine.stop())
+
+    async def resume(self) -> None:
+        await self._db(self._store.update_conversation, self.id, paused=False, now=self._clock())
+        await self._perform(self._machine.resume())
+
+    async def retry(self, seq: int) -> None:
+        """Send a cancelled, superseded or failed message again, explicitly."""
+        await self._db(self._store.requeue, self.id, seq, next=False, now=self._clock())
+        await self._perform(self._machine.retry(seq))
+
+    async def close(self) -> None:
+        """No new turn starts from now on; a running turn is cancelled."""
+        await self._perform(self._machine.close())
+
+    def messages(self) -> list[MessageRecord]:
+        return list(self._machine.messages())
+
+    async def wait_idle(self) -> str:
+        """Wait until no turn runs and none will start by itself; returns why
+        (``drained``, ``paused``, ``agent_gone``, ``closed``)."""
+        while self._state.idle_reason is None:
+            await self._state.idle.wait()
+        return self._state.idle_reason
+
+    def subscribe(self, *, replay: bool = False) -> MemoryObjectReceiveStream[ConversationEvent]:
+        """Every event from now on (unbounded: a slow reader slows nothing). With ``replay``,
+        first the events other than updates since the conversation opened (agent_started,
+        session, ...), so a subscriber that comes second misses nothing that matters."""
+        send, receive = anyio.create_memory_object_stream[ConversationEvent](math.inf)
+        if replay:
+            for event in self._backlog:
+                send.send_nowait(event)
+        self._subscribers.append(send)
+        return receive
+
+    # -- performing what the machine decides --------------------------------------------
+
+    async def start(self, records: list[MessageRecord], *, paused: bool) -> None:
+        """Load the stored queue (a message cut by a crash of the bridge ends failed,
+        recoverable) and start the next message never prompted."""
+        self._machine, actions = QueueMachine.restore(records, paused=paused)
+        await self._perform(actions)
+
+    async def _perform(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, StartTurn):
+                self._state.idle_reason = None
+                self._task_group.start_soon(self._run_turn, action)
+            elif isinstance(action, CancelTurn):
+                self._driver.request_cancel(action.reason)
+            elif isinstance(action, ReviveAgent):
+                await self.agent.revive()
+            elif isinstance(action, MessageFinal):
+                await self._finish(action)
+            elif isinstance(action, Idle):
+                self._state.idle_reason = action.reason
+                self._state.idle.set()
+                self._state.idle = anyio.Event()
+
+    async def _run_turn(self, start: StartTurn) -> None:
+        seq = start.seq
+        try:
+            await self.agent.wait_ready()  # a cold start or a restart in progress
+        except AgentError:
+            await self._perform(self._machine.agent_gone())
+            return
+        if not self._machine.start_confirmed(seq, start.generation):
+            return  # withdrawn while we waited: never prompted
+        await self._db(self._store.mark_running, self.id, seq, now=self._clock())
+        blocks = self._prompts.get(seq) or await self._stored_prompt(seq)
+        text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+        await self._emit("turn_started", {"seq": seq, "text": text}, seq=seq, keep=True)
+        started = time.monotonic()
+        try:
+            outcome = await self._driver.run(blocks, lambda event: self._on_turn_event(seq, event))
+        except BridgeError as exc:  # no turn started: the agent is gone, or was closed
+            await self._perform(self._machine.turn_ended(seq, Failed(str(exc), False)))
+            if not isinstance(exc, ResourceClosedError):
+                await self._perform(self._machine.agent_gone())
+            return
+        self._duration_ms = (time.monotonic() - started) * 1000
+        if outcome.status == "cancelled" and outcome.cancel_reason not in _STOP_OR_CLOSE:
+            await self._perform(self._machine.turn_timed_out(seq))  # a deadline of the driver
+        if outcome.status == "failed":
+            result: Answered | Failed = Failed(outcome.error or "failed", outcome.recoverable)
+        else:
+            result = Answered(outcome.stop_reason or "cancelled")
+        await self._perform(self._machine.turn_ended(seq, result))
+        if self.agent.is_failed:
+            await self._perform(self._machine.agent_gone())
+
+    async def _finish(self, final: MessageFinal) -> None:
+        error = None
+        if final.error is not None:
+            error = {"code": "turn_failed", "message": final.error, "details": {}}
+        state = final.state.name.lower()
+        changed = await self._db(
+            self._store.finish,
+            self.id,
+            final.seq,
+            state,
+            stop_reason=final.stop_reason,
+            error=error,
+            recoverable=final.recoverable,
+            now=self._clock(),
+        )
+        if not changed:
+            return
+        duration_ms = round(self._duration_ms, 1)
+        if final.state is MessageState.FAILED:
+            failed = {"seq": final.seq, "error": final.error, "recoverable": final.recoverable}
+            await self._emit("turn_failed", failed, seq=final.seq, keep=True)
+        else:
+            stop_reason = "cancelled" if final.state is not MessageState.DONE else final.stop_reason
+            data: dict[str, Any] = {
+                "seq": final.seq,
+                "stopReason": stop_reason,
+                "state": state,
+                "duration_ms": duration_ms,
+            }
+            await self._emit("turn_ended", data, seq=final.seq, keep=True)
+
+    async def _stored_prompt(self, seq: int) -> list[dict[str, Any]]:
+        record = await self._db(self._store.get_message, self.id, seq)
+        return list(record.content) if record is not None else []
+
+    # -- events ---------------------------------------------------------------------------------
+
+    async def _on_turn_event(self, seq: int, event: TurnEvent) -> None:
+        if isinstance(event, UpdateReceived):
+            await self._emit(
+                "update", {"seq": seq, "sessionId": event.session_id, "update": event.raw}
+            )
+        elif isinstance(event, PermissionDecided):
+            decision = event.option_kind or "cancelled"
+            data = {"seq": seq, "toolCall": event.tool_call, "decision": decision}
+            await self._emit("permission", data, seq=seq, keep=True)
+        elif isinstance(event, ToolCallClosed):
+            data = {
+                "seq": seq,
+                "toolCallId": event.tool_call_id,
+                "status": event.status,
+                "reason": event.reason,
+            }
+            await self._emit("tool_call_closed", data, seq=seq, keep=True)
+
+    async def on_lifecycle(self, event: LifecycleEvent) -> None:
+        name, data = _lifecycle_json(event)
+        if isinstance(event, SessionReplaced):
+            await self._db(
+                self._store.update_conversation, self.id, session_id=event.new, now=self._clock()
+            )
+        await self._emit(name, data, keep=True)
+
+    async def _emit(
+        self, name: str, data: dict[str, Any], *, seq: int | None = None, keep: bool = False
+    ) -> None:
+        event: ConversationEvent = {"event": name, "ts": round(self._clock(), 6), **data}
+        if name != "update":
+            self._backlog.append(event)
+        if keep:
+            await self._db(self._store.add_event, self.id, name, data, seq=seq, now=self._clock())
+        for send in list(self._subscribers):
+            try:
+                send.send_nowait(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._subscribers.remove(send)
+
+    async def _log(self, name: str, data: dict[str, Any], *, seq: int | None = None) -> None:
+        await self._db(self._store.add_event, self.id, name, data, seq=seq, now=self._clock())
+
+    def close_subscribers(self) -> None:
+        for send in self._subscribers:
+            send.close()
+
+    async def _db(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        # SQLite commits fsync: keep them off the event loop.
+        return await anyio.to_thread.run_sync(lambda: method(*args, **kwargs))
+
+
+def _lifecycle_json(event: LifecycleEvent) -> tuple[str, dict[str, Any]]:
+    if isinstance(event, AgentStarted):
+        return "agent_started", {
+            "pid": event.pid,
+            "agentInfo": event.agent_info,
+            "protocolVersion": event.protocol_version,
+            "generation": event.generation,
+        }
+    if isinstance(event, AgentExited):
+        return "agent_exited", {
+            "pid": event.pid,
+            "returncode": event.returncode,
+            "signal": event.signal,
+            "reason": event.reason,
+            "stderr_tail": event.stderr_tail,
+            "will_restart": event.will_restart,
+        }
+    if isinstance(event, AgentRestarting):
+        return "agent_restarted", {"attempt": event.attempt, "delay_s": event.delay_s}
+    if isinstance(event, SessionRestored):
+        return "session_restored", {"sessionId": event.session_id, "how": event.how}
+    if isinstance(event, SessionReplaced):
+        return "session_replaced", {"old": event.old, "new": event.new, "reason": event.reason}
+    assert isinstance(event, AgentGaveUp)
+    return "agent_gave_up", {"reason": event.reason, "history": list(event.history)}
+
+
+@asynccontextmanager
+async def open_conversation(
+    store: QueueStore,
+    agent: SupervisedAgent,
+    record: ConversationRecord,
+    *,
+    policy: TurnPolicy | None = None,
+    session_id: str | None = None,
+) -> AsyncIterator[Conversation]:
+    """Run ``record``'s conversation on ``agent``.
+
+    The agent session is the stored one (or ``session_id``): restored with ``session/load``,
+    else ``session/resume``; if the agent refuses, a new session stands in and a
+    ``session_replaced`` event says so. Messages left ``running`` by a crash of the bridge end
+    failed and recoverable; the queue goes on with the next message never prompted.
+    """
+    async with anyio.create_task_group() as tg:
+        session, how, replaced_from = await _open_session(agent, record, session_id)
+        await anyio.to_thread.run_sync(
+            lambda: store.update_conversation(record.id, session_id=session.id, now=time.time())
+        )
+        conversation = Conversation(store, record, agent, session, policy or TurnPolicy(), tg)
+        lifecycle = agent.subscribe()
+
+        async def forward_lifecycle() -> None:
+            with contextlib.suppress(anyio.ClosedResourceError):
+                async for event in lifecycle:
+                    await conversation.on_lifecycle(event)
+
+        tg.start_soon(forward_lifecycle)
+        for event in agent.event_log:
+            if isinstance(event, AgentStarted):
+                await conversation.on_lifecycle(event)
+        data: dict[str, Any] = {"sessionId": session.id, "how": how}
+        if replaced_from is not None:
+            data["replaced"] = replaced_from
+        await conversation._emit("session", data, keep=True)
+        recovered = await anyio.to_thread.run_sync(
+            lambda: store.recover_after_crash(record.id, now=time.time())
+        )
+        for seq in recovered:
+            await conversation._emit(
+                "turn_failed",
+                {"seq": seq, "error": "the bridge stopped during this turn", "recoverable": True},
+                seq=seq,
+                keep=True,
+            )
+        stored = await anyio.to_thread.run_sync(lambda: store.messages(record.id))
+        fresh = await anyio.to_thread.run_sync(lambda: store.get_conversation(record.id))
+        await conversation.start(
+            [_machine_record(m) for m in _prompt_order(stored)],
+            paused=bool(fresh and fresh.paused),
+        )
+        try:
+            yield conversation
+        finally:
+            tg.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await conversation.close()
+                conversation.close_subscribers()
+                lifecycle.close()
+
+
+async def _open_session(
+    agent: SupervisedAgent, record: ConversationRecord, session_id: str | None
+) -> tuple[Session, str, str | None]:
+    cwd = Path(record.cwd)
+    wanted = session_id or record.session_id
+    args = (cwd, list(record.mcp_servers), [Path(d) for d in record.additional_directories])
+    if wanted:
+        capabilities = (await agent.wait_ready()).capabilities
+        try:
+            if capabilities.supports_load():
+                return await agent.load_session(wanted, *args), "load", None
+            if capabilities.supports_resume():
+                return await agent.resume_session(wanted, *args), "resume", None
+        except BridgeError as exc:
+            log.warning("%s: could not restore session %s: %s", agent.name, wanted, exc)
+        return await agent.new_session(*args), "new", wanted
+    return await agent.new_session(*args), "new", None
+
+
+def _prompt_order(stored: list[Any]) -> list[Any]:
+    queued = sorted((m for m in stored if m.state == "queued"), key=lambda m: m.position)
+    return [m for m in stored if m.state != "queued"] + queued
+
+
+def _machine_record(stored: Any) -> MessageRecord:
+    state = MessageState[str(stored.state).upper()]
+    failed = state is MessageState.FAILED
+    error = stored.error.get("message") if isinstance(stored.error, dict) else stored.error
+    return MessageRecord(
+        seq=stored.seq,
+        state=state,
+        attempt=max(1, stored.attempts),
+        stop_reason=stored.stop_reason,
+        error=str(error or "failed") if failed else None,
+        recoverable=bool(stored.recoverable) if failed else None,
+    )

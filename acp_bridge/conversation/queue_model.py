@@ -1,0 +1,420 @@
+"""The conversation queue's vocabulary: states, events, actions and transition tables. Pure data.
+
+:mod:`acp_bridge.conversation.queue` explains how these fit together; this module names them and
+holds the tables. A conversation is four small machines, each with its own table (the way h11
+keeps one table per role), joined by one rule in :class:`~.queue.QueueMachine`:
+
+* each *message* goes QUEUED -> RUNNING -> one final state (:data:`MESSAGE_TRANSITIONS`);
+* the *turn slot* holds at most one turn, IDLE -> STARTING -> RUNNING -> CANCELLING -> IDLE
+  (:data:`SLOT_TRANSITIONS`);
+* the *gate* says whether the user lets turns start: OPEN, PAUSED or CLOSED
+  (:data:`GATE_TRANSITIONS`);
+* the *agent* is ALIVE, GONE for good, or GONE with a user request that will revive it
+  (:data:`AGENT_TRANSITIONS`).
+
+A (state, event type) pair missing from a table is a transition that must never happen;
+:func:`next_state` raises :class:`LocalProtocolError` for it. The machine validates what callers
+pass in before it steps, so reaching that error is a bug in the machine itself.
+
+The tables below are the chart: one line per transition, with why it happens.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from acp_bridge.errors import LocalProtocolError
+
+__all__ = [
+    "AGENT_TRANSITIONS",
+    "FINAL_STATES",
+    "GATE_TRANSITIONS",
+    "MESSAGE_TRANSITIONS",
+    "RETRYABLE_STATES",
+    "SLOT_TRANSITIONS",
+    "TIMEOUT_ERROR",
+    "Action",
+    "AgentLost",
+    "AgentState",
+    "Answered",
+    "CancelReason",
+    "CancelRequested",
+    "CancelTurn",
+    "CloseRequested",
+    "Event",
+    "Failed",
+    "GateState",
+    "Halted",
+    "Idle",
+    "IdleReason",
+    "MessageFinal",
+    "MessageRecord",
+    "MessageState",
+    "Outcome",
+    "RetryRequested",
+    "ReviveAgent",
+    "ReviveDecided",
+    "SlotState",
+    "StartConfirmed",
+    "StartDecided",
+    "StartTurn",
+    "StartWithdrawn",
+    "StopRequested",
+    "TurnCancelled",
+    "TurnCompleted",
+    "TurnEnded",
+    "TurnFailed",
+    "TurnSuperseded",
+    "Verdict",
+    "WorkRequested",
+    "next_state",
+    "verdict",
+]
+
+TIMEOUT_ERROR = "the turn ran past its deadline"
+
+CancelReason = Literal["interrupt", "stop", "close", "timeout"]
+"""Who asked for a cancel: a send with interrupt, stop(), close(), or the driver's turn deadline."""
+IdleReason = Literal["drained", "paused", "agent_gone", "closed"]
+"""Why no turn runs or starts: nothing queued, the user stopped, the agent is gone, closed."""
+
+
+# -- states -----------------------------------------------------------------------------------
+
+
+class MessageState(enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+    FAILED = "failed"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATES
+
+
+FINAL_STATES = frozenset(
+    {MessageState.DONE, MessageState.CANCELLED, MessageState.SUPERSEDED, MessageState.FAILED}
+)
+RETRYABLE_STATES = FINAL_STATES - {MessageState.DONE}
+
+
+class SlotState(enum.Enum):
+    IDLE = "idle"  # no turn
+    STARTING = "starting"  # StartTurn is out; the driver may be cold-starting the agent
+    RUNNING = "running"  # the prompt went out
+    CANCELLING = "cancelling"  # CancelTurn is out; waiting for the turn to end
+
+
+class GateState(enum.Enum):
+    OPEN = "open"
+    PAUSED = "paused"
+    CLOSED = "closed"
+
+
+class AgentState(enum.Enum):
+    ALIVE = "alive"
+    GONE = "gone"  # gone for good: nothing starts by itself
+    TO_REVIVE = "to_revive"  # gone, but the user asked for work since: revive before the next turn
+
+
+# -- what the driver reports about a turn -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """The agent answered the prompt with ``stop_reason``."""
+
+    stop_reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The prompt failed: an error answer, or the agent crashed mid-turn."""
+
+    error: str
+    recoverable: bool
+
+
+Outcome = Answered | Failed
+
+
+# -- events (past tense); the tables are keyed by their types ---------------------------------
+
+
+class Event:
+    """Base of the events the tables know. Only the type matters to a table."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkRequested(Event):
+    """The user asked for turns: a send, a resume or a retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequested(Event):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CloseRequested(Event):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RetryRequested(Event):
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Halted(Event):
+    """A turn failed in a way the user must fix (``recoverable=False``)."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLost(Event):
+    """The driver gave up on the agent (restart limit, auth required, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviveDecided(Event):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class StartDecided(Event):
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class StartConfirmed(Event):
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class StartWithdrawn(Event):
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequested(Event):
+    seq: int
+    reason: CancelReason
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded(Event):
+    seq: int
+    outcome: Outcome
+
+
+# Verdicts: how a message's turn counts, decided from the outcome and who asked for a cancel.
+@dataclass(frozen=True, slots=True)
+class TurnCompleted(Event):
+    stop_reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCancelled(Event):
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSuperseded(Event):
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailed(Event):
+    error: str
+    recoverable: bool
+    stop_reason: str | None = None
+
+
+Verdict = TurnCompleted | TurnCancelled | TurnSuperseded | TurnFailed
+
+
+# -- actions (imperative) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StartTurn:
+    """Prompt message ``seq``: bring the agent up if needed, then call
+    ``start_confirmed(seq, generation)`` right before writing the prompt, and prompt only if it
+    returns True. ``attempt`` counts from 1; a retry makes a new attempt."""
+
+    seq: int
+    attempt: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTurn:
+    """Cancel the turn of ``seq`` (session/cancel and the grace window); report its end with
+    ``turn_ended`` as usual."""
+
+    seq: int
+    reason: CancelReason
+
+
+@dataclass(frozen=True, slots=True)
+class ReviveAgent:
+    """The agent was gone for good and the user asked for more: start a fresh agent and restore
+    the session. Always followed by the StartTurn it is for, with the same generation."""
+
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFinal:
+    """Message ``seq`` reached a final state: persist it, then emit the caller's event."""
+
+    seq: int
+    attempt: int
+    state: MessageState
+    stop_reason: str | None = None
+    error: str | None = None
+    recoverable: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """Nothing runs and nothing will start by itself (a notification; the driver keeps
+    listening for user operations unless ``reason`` is ``closed``)."""
+
+    reason: IdleReason
+
+
+Action = StartTurn | CancelTurn | ReviveAgent | MessageFinal | Idle
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """One message as the machine sees it (and as a store persists it).
+
+    ``stop_reason`` is what the agent answered, if it answered (kept even when the turn counts
+    as cancelled); ``error`` and ``recoverable`` are set for FAILED only.
+    """
+
+    seq: int
+    state: MessageState
+    attempt: int = 1
+    stop_reason: str | None = None
+    error: str | None = None
+    recoverable: bool | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seq, bool) or not isinstance(self.seq, int) or self.seq < 0:
+            raise ValueError(f"seq must be an int >= 0, not {self.seq!r}")
+        if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 1:
+            raise ValueError(f"attempt must be an int >= 1, not {self.attempt!r}")
+        failed = self.state is MessageState.FAILED
+        if failed != (self.error is not None) or failed != (self.recoverable is not None):
+            raise ValueError(f"error and recoverable go with FAILED and only FAILED: {self!r}")
+
+
+# -- transition tables: (state, event type) -> state ------------------------------------------
+
+_Q, _R = MessageState.QUEUED, MessageState.RUNNING
+
+MESSAGE_TRANSITIONS: Mapping[tuple[MessageState, type[Event]], MessageState] = {
+    (_Q, StartConfirmed): _R,
+    # Withdrawn while its StartTurn was out (the agent cold-starting): it counts as the turn.
+    (_Q, TurnSuperseded): MessageState.SUPERSEDED,
+    (_Q, TurnCancelled): MessageState.CANCELLED,
+    (_R, TurnCompleted): MessageState.DONE,
+    (_R, TurnCancelled): MessageState.CANCELLED,
+    (_R, TurnSuperseded): MessageState.SUPERSEDED,
+    (_R, TurnFailed): MessageState.FAILED,  # error, agent crash, timeout, bridge crash
+    # A final state is left only by an explicit retry, and never from DONE.
+    (MessageState.CANCELLED, RetryRequested): _Q,
+    (MessageState.SUPERSEDED, RetryRequested): _Q,
+    (MessageState.FAILED, RetryRequested): _Q,
+}
+
+_IDLE, _STARTING = SlotState.IDLE, SlotState.STARTING
+_RUNNING, _CANCELLING = SlotState.RUNNING, SlotState.CANCELLING
+
+SLOT_TRANSITIONS: Mapping[tuple[SlotState, type[Event]], SlotState] = {
+    (_IDLE, StartDecided): _STARTING,
+    (_STARTING, StartConfirmed): _RUNNING,
+    (_STARTING, StartWithdrawn): _IDLE,  # stop, interrupt or close; agent lost
+    (_RUNNING, CancelRequested): _CANCELLING,
+    (_CANCELLING, CancelRequested): _CANCELLING,  # a second cancel: nothing new
+    (_RUNNING, TurnEnded): _IDLE,
+    (_CANCELLING, TurnEnded): _IDLE,
+}
+
+_OPEN, _PAUSED, _CLOSED = GateState.OPEN, GateState.PAUSED, GateState.CLOSED
+
+GATE_TRANSITIONS: Mapping[tuple[GateState, type[Event]], GateState] = {
+    (_OPEN, WorkRequested): _OPEN,
+    (_PAUSED, WorkRequested): _OPEN,  # a send, resume or retry un-pauses
+    (_OPEN, StopRequested): _PAUSED,
+    (_PAUSED, StopRequested): _PAUSED,
+    (_CLOSED, StopRequested): _CLOSED,
+    (_OPEN, Halted): _PAUSED,
+    (_PAUSED, Halted): _PAUSED,
+    (_CLOSED, Halted): _CLOSED,
+    (_OPEN, CloseRequested): _CLOSED,
+    (_PAUSED, CloseRequested): _CLOSED,
+    (_CLOSED, CloseRequested): _CLOSED,
+    # (CLOSED, WorkRequested) is missing on purpose: the machine raises ResourceClosedError.
+}
+
+_ALIVE, _GONE, _TO_REVIVE = AgentState.ALIVE, AgentState.GONE, AgentState.TO_REVIVE
+
+AGENT_TRANSITIONS: Mapping[tuple[AgentState, type[Event]], AgentState] = {
+    (_ALIVE, AgentLost): _GONE,
+    (_GONE, AgentLost): _GONE,
+    (_TO_REVIVE, AgentLost): _GONE,
+    (_ALIVE, WorkRequested): _ALIVE,
+    (_GONE, WorkRequested): _TO_REVIVE,  # only a user request revives: no spin
+    (_TO_REVIVE, WorkRequested): _TO_REVIVE,
+    (_TO_REVIVE, ReviveDecided): _ALIVE,
+}
+
+S = TypeVar("S", bound=enum.Enum)
+
+
+def next_state(table: Mapping[tuple[S, type[Event]], S], state: S, event: Event) -> S:
+    """The state after ``event``.
+
+    Raises:
+        LocalProtocolError: the table has no such transition (a bug in the machine).
+    """
+    try:
+        return table[state, type(event)]
+    except KeyError:
+        raise LocalProtocolError(f"{type(event).__name__} while {state.name}") from None
+
+
+def verdict(cancel: CancelReason | None, outcome: Outcome | None) -> Verdict:
+    """How a turn counts: by who asked for a cancel, if anyone did, else by its outcome.
+
+    ``outcome`` is None for a start withdrawn before the prompt went out. An answer is kept as
+    ``stop_reason`` whatever the verdict; an error during a cancel's drain is dropped quietly.
+    """
+    stop_reason = outcome.stop_reason if isinstance(outcome, Answered) else None
+    if cancel == "interrupt":
+        return TurnSuperseded(stop_reason)
+    if cancel in ("stop", "close"):
+        return TurnCancelled(stop_reason)
+    if cancel == "timeout":
+        return TurnFailed(TIMEOUT_ERROR, recoverable=True, stop_reason=stop_reason)
+    if isinstance(outcome, Failed):
+        return TurnFailed(outcome.error, outcome.recoverable)
+    if outcome is None:
+        raise LocalProtocolError("a turn nobody cancelled ended without an outcome")
+    if outcome.stop_reason == "cancelled":  # the agent cancelled by itself: the queue goes on
+        return TurnCancelled(outcome.stop_reason)
+    return TurnCompleted(outcome.stop_reason)
