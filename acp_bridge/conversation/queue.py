@@ -399,7 +399,7 @@ class QueueMachine:
             return []
         if self._slot is SlotState.STARTING:
             self._withdraw_start()
-            if True:  # never prompted, and closing says nothing about the message
+            if reason == "close":  # never prompted, and closing says nothing about the message
                 self._queue.appendleft(turn.seq)
                 return []
             return self._finish(turn.seq, verdict(reason, None))

@@ -29,6 +29,9 @@ PURE_MODULES = [
     "process/policy.py",
     "client/toolcalls.py",
     "session/turn.py",
+    "conversation/queue.py",
+    "conversation/queue_model.py",
+    "conversation/reconcile.py",
 ]
 IMPURE_IMPORTS = {"anyio", "trio", "asyncio", "os", "signal", "time", "subprocess", "socket"}
 
