@@ -36,10 +36,6 @@ __all__ = ["run_command"]
 EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_TURN, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
 
 
-class _Interrupted(Exception):
-    pass
-
-
 def default_store_path() -> Path:
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "acp-bridge" / "store.db"
@@ -128,9 +124,6 @@ async def _run(
             ) as conversation,
         ):
             return await _drive(conversation, args, printer)
-    except _Interrupted:
-        _say("interrupted; the agent was stopped")
-        return EXIT_INTERRUPTED
     except SpawnError as exc:
         _say(f"{exc}. Check the agent command.")
         return EXIT_AGENT
@@ -160,7 +153,8 @@ async def _drive(
         tg.cancel_scope.cancel()
     await printer.flush()
     if interrupted.is_set():
-        raise _Interrupted
+        _say("interrupted; the agent was stopped")
+        return EXIT_INTERRUPTED
     return _exit_code(conversation, reason)
 
 

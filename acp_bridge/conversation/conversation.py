@@ -121,6 +121,7 @@ class Conversation:
             now=self._clock(),
         )
         self._prompts[record.seq] = blocks
+        await self._emit("queued", {"seq": record.seq, "interrupt": interrupt})
         await self._perform(self._machine.send(record.seq, interrupt=interrupt))
         return record.seq
 
@@ -352,6 +353,24 @@ async def open_conversation(
     ``session_replaced`` event says so. Messages left ``running`` by a crash of the bridge end
     failed and recoverable; the queue goes on with the next message never prompted.
     """
+    try:
+        async with _conversation_scope(store, agent, record, policy, session_id) as conversation:
+            yield conversation
+    except BaseExceptionGroup as group:
+        # The caller's own exception comes back wrapped by the task group: unwrap it alone.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise
+
+
+@asynccontextmanager
+async def _conversation_scope(
+    store: QueueStore,
+    agent: SupervisedAgent,
+    record: ConversationRecord,
+    policy: TurnPolicy | None,
+    session_id: str | None,
+) -> AsyncIterator[Conversation]:
     async with anyio.create_task_group() as tg:
         session, how, replaced_from = await _open_session(agent, record, session_id)
         await anyio.to_thread.run_sync(
