@@ -58,7 +58,9 @@ class EventPrinter:
                 self._note(f"message {event['seq']} ended {event.get('state')}")
         elif kind == "turn_failed":
             recoverable = "recoverable" if event.get("recoverable") else "not recoverable"
-            self._note(f"message {event['seq']} failed ({recoverable}): {event.get('error')}")
+            error = event.get("error") or {}
+            message = error.get("message") if isinstance(error, dict) else error
+            self._note(f"message {event['seq']} failed ({recoverable}): {message}")
         elif kind == "agent_exited":
             self._note(f"agent {self.agent} {event.get('reason')}")
         elif kind == "agent_restarted":

@@ -240,7 +240,11 @@ class Conversation:
             return
         duration_ms = round(self._duration_ms, 1)
         if final.state is MessageState.FAILED:
-            failed = {"seq": final.seq, "error": final.error, "recoverable": final.recoverable}
+            failed = {
+                "seq": final.seq,
+                "error": self._error(error or {}, final.recoverable),
+                "recoverable": final.recoverable,
+            }
             await self._emit("turn_failed", failed, seq=final.seq, keep=True)
         else:
             stop_reason = "cancelled" if final.state is not MessageState.DONE else final.stop_reason
@@ -251,6 +255,17 @@ class Conversation:
                 "duration_ms": duration_ms,
             }
             await self._emit("turn_ended", data, seq=final.seq, keep=True)
+
+    def _error(self, error: dict[str, Any], recoverable: bool | None) -> dict[str, Any]:
+        """A structured error for callers: what happened, to which agent and session, and
+        whether the next turn can proceed."""
+        return {
+            "code": error.get("code", "turn_failed"),
+            "message": error.get("message", ""),
+            "agent": self.agent.name,
+            "sessionId": self.session.id,
+            "recoverable": bool(recoverable),
+        }
 
     async def _stored_prompt(self, seq: int) -> list[dict[str, Any]]:
         record = await self._db(self._store.get_message, self.id, seq)
@@ -396,12 +411,9 @@ async def _conversation_scope(
             lambda: store.recover_after_crash(record.id, now=time.time())
         )
         for seq in recovered:
-            await conversation._emit(
-                "turn_failed",
-                {"seq": seq, "error": "the bridge stopped during this turn", "recoverable": True},
-                seq=seq,
-                keep=True,
-            )
+            error = {"code": "bridge_stopped", "message": "the bridge stopped during this turn"}
+            data = {"seq": seq, "error": conversation._error(error, True), "recoverable": True}
+            await conversation._emit("turn_failed", data, seq=seq, keep=True)
         stored = await anyio.to_thread.run_sync(lambda: store.messages(record.id))
         fresh = await anyio.to_thread.run_sync(lambda: store.get_conversation(record.id))
         await conversation.start(

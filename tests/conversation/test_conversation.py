@@ -195,3 +195,41 @@ async def test_a_message_running_when_the_bridge_died_fails_and_the_queue_goes_o
     assert started(seen) == [3]  # nothing prompted twice, history not replayed
     failed = next(e for e in seen if e["event"] == "turn_failed")
     assert failed["seq"] == 2 and failed["recoverable"] is True
+
+
+async def test_a_stop_during_an_automatic_restart_wins(tmp_path: Path) -> None:
+    slow_restart = ClientOptions(
+        restart=RestartPolicy(first_delay_s=0.3, initial_delay_s=0.3, max_delay_s=1),
+        shutdown=OPTIONS.shutdown,
+        cancel_grace_s=0.5,
+    )
+    spec = fake("echo_agent.py", "--history", str(tmp_path / "h.json"))
+    async with conversation(tmp_path, spec, slow_restart) as (conv, store, seen):
+        await conv.send("echo x; crash 3")
+        await conv.send("echo must wait")
+        await until(seen, "agent_restarted")  # the restart is pending: stop now
+        await conv.stop()
+        assert await idle(conv) == "paused"
+        await until(seen, "session_restored")
+        # Message 2 was the turn being started (waiting for the restart): the stop cancelled
+        # it before it was ever prompted.
+        assert finals(store) == {1: "failed", 2: "cancelled"}
+    assert started(seen) == [1]
+    failed = next(e for e in seen if e["event"] == "turn_failed")
+    assert failed["error"]["agent"] == "echo_agent"
+    assert failed["error"]["sessionId"]
+    assert failed["error"]["recoverable"] is True
+
+
+async def test_several_conversations_run_at_once_in_one_process(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with (
+        conversation(tmp_path / "a", fake("echo_agent.py")) as (first, first_store, _),
+        conversation(tmp_path / "b", fake("echo_agent.py")) as (second, second_store, _),
+    ):
+        for n in range(5):
+            await first.send(f"echo a{n}")
+            await second.send(f"echo b{n}")
+        assert await idle(first) == await idle(second) == "drained"
+        assert set(finals(first_store).values()) == set(finals(second_store).values()) == {"done"}
