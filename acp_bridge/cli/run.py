@@ -22,7 +22,8 @@ from acp_bridge.cli.render import EventPrinter
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
 from acp_bridge.client.supervisor import open_supervised_agent
-from acp_bridge.conversation.conversation import Conversation, open_conversation
+from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.reconcile import ConfigMismatchError, reconcile
 from acp_bridge.conversation.store import ConversationRecord, QueueStore
 from acp_bridge.errors import AgentError, BridgeError, QueueStoreError, SpawnError

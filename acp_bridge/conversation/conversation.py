@@ -6,6 +6,8 @@ pure :class:`QueueMachine` (which message goes next and how each one ends), a
 :class:`SupervisedAgent` (restarts that keep the session). This module performs what the
 machine decides and reports back what happened; it holds no queue logic of its own.
 
+Open one with :func:`acp_bridge.conversation.opening.open_conversation`.
+
 Events go to subscribers as JSON-ready dicts, each with ``event`` and ``ts`` (the names of the
 CLI's ``--json`` contract). Turn boundaries and lifecycle events are also written to the
 store's event log; the high-rate ``update`` events are not.
@@ -13,15 +15,12 @@ store's event log; the high-rate ``update`` events are not.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -60,7 +59,7 @@ from acp_bridge.conversation.store import ConversationRecord, QueueStore
 from acp_bridge.errors import AgentError, BridgeError, ResourceClosedError
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
 
-__all__ = ["Conversation", "ConversationEvent", "open_conversation"]
+__all__ = ["Conversation", "ConversationEvent"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ class _State:
 
 
 class Conversation:
-    """Use :func:`open_conversation`."""
+    """Use :func:`acp_bridge.conversation.opening.open_conversation`."""
 
     def __init__(
         self,
@@ -121,7 +120,7 @@ class Conversation:
             now=self._clock(),
         )
         self._prompts[record.seq] = blocks
-        await self._emit("queued", {"seq": record.seq, "interrupt": interrupt})
+        await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
         await self._perform(self._machine.send(record.seq, interrupt=interrupt))
         return record.seq
 
@@ -201,7 +200,7 @@ class Conversation:
         await self._db(self._store.mark_running, self.id, seq, now=self._clock())
         blocks = self._prompts.get(seq) or await self._stored_prompt(seq)
         text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-        await self._emit("turn_started", {"seq": seq, "text": text}, seq=seq, keep=True)
+        await self.emit("turn_started", {"seq": seq, "text": text}, seq=seq, keep=True)
         started = time.monotonic()
         try:
             outcome = await self._driver.run(blocks, lambda event: self._on_turn_event(seq, event))
@@ -242,10 +241,10 @@ class Conversation:
         if final.state is MessageState.FAILED:
             failed = {
                 "seq": final.seq,
-                "error": self._error(error or {}, final.recoverable),
+                "error": self.structured_error(error or {}, final.recoverable),
                 "recoverable": final.recoverable,
             }
-            await self._emit("turn_failed", failed, seq=final.seq, keep=True)
+            await self.emit("turn_failed", failed, seq=final.seq, keep=True)
         else:
             stop_reason = "cancelled" if final.state is not MessageState.DONE else final.stop_reason
             data: dict[str, Any] = {
@@ -254,9 +253,9 @@ class Conversation:
                 "state": state,
                 "duration_ms": duration_ms,
             }
-            await self._emit("turn_ended", data, seq=final.seq, keep=True)
+            await self.emit("turn_ended", data, seq=final.seq, keep=True)
 
-    def _error(self, error: dict[str, Any], recoverable: bool | None) -> dict[str, Any]:
+    def structured_error(self, error: dict[str, Any], recoverable: bool | None) -> dict[str, Any]:
         """A structured error for callers: what happened, to which agent and session, and
         whether the next turn can proceed."""
         return {
@@ -275,13 +274,13 @@ class Conversation:
 
     async def _on_turn_event(self, seq: int, event: TurnEvent) -> None:
         if isinstance(event, UpdateReceived):
-            await self._emit(
+            await self.emit(
                 "update", {"seq": seq, "sessionId": event.session_id, "update": event.raw}
             )
         elif isinstance(event, PermissionDecided):
             decision = event.option_kind or "cancelled"
             data = {"seq": seq, "toolCall": event.tool_call, "decision": decision}
-            await self._emit("permission", data, seq=seq, keep=True)
+            await self.emit("permission", data, seq=seq, keep=True)
         elif isinstance(event, ToolCallClosed):
             data = {
                 "seq": seq,
@@ -289,7 +288,7 @@ class Conversation:
                 "status": event.status,
                 "reason": event.reason,
             }
-            await self._emit("tool_call_closed", data, seq=seq, keep=True)
+            await self.emit("tool_call_closed", data, seq=seq, keep=True)
 
     async def on_lifecycle(self, event: LifecycleEvent) -> None:
         name, data = _lifecycle_json(event)
@@ -297,9 +296,9 @@ class Conversation:
             await self._db(
                 self._store.update_conversation, self.id, session_id=event.new, now=self._clock()
             )
-        await self._emit(name, data, keep=True)
+        await self.emit(name, data, keep=True)
 
-    async def _emit(
+    async def emit(
         self, name: str, data: dict[str, Any], *, seq: int | None = None, keep: bool = False
     ) -> None:
         event: ConversationEvent = {"event": name, "ts": round(self._clock(), 6), **data}
@@ -350,119 +349,3 @@ def _lifecycle_json(event: LifecycleEvent) -> tuple[str, dict[str, Any]]:
         return "session_replaced", {"old": event.old, "new": event.new, "reason": event.reason}
     assert isinstance(event, AgentGaveUp)
     return "agent_gave_up", {"reason": event.reason, "history": list(event.history)}
-
-
-@asynccontextmanager
-async def open_conversation(
-    store: QueueStore,
-    agent: SupervisedAgent,
-    record: ConversationRecord,
-    *,
-    policy: TurnPolicy | None = None,
-    session_id: str | None = None,
-) -> AsyncIterator[Conversation]:
-    """Run ``record``'s conversation on ``agent``.
-
-    The agent session is the stored one (or ``session_id``): restored with ``session/load``,
-    else ``session/resume``; if the agent refuses, a new session stands in and a
-    ``session_replaced`` event says so. Messages left ``running`` by a crash of the bridge end
-    failed and recoverable; the queue goes on with the next message never prompted.
-    """
-    try:
-        async with _conversation_scope(store, agent, record, policy, session_id) as conversation:
-            yield conversation
-    except BaseExceptionGroup as group:
-        # The caller's own exception comes back wrapped by the task group: unwrap it alone.
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from group.exceptions[0].__cause__
-        raise
-
-
-@asynccontextmanager
-async def _conversation_scope(
-    store: QueueStore,
-    agent: SupervisedAgent,
-    record: ConversationRecord,
-    policy: TurnPolicy | None,
-    session_id: str | None,
-) -> AsyncIterator[Conversation]:
-    async with anyio.create_task_group() as tg:
-        session, how, replaced_from = await _open_session(agent, record, session_id)
-        await anyio.to_thread.run_sync(
-            lambda: store.update_conversation(record.id, session_id=session.id, now=time.time())
-        )
-        conversation = Conversation(store, record, agent, session, policy or TurnPolicy(), tg)
-        lifecycle = agent.subscribe()
-
-        async def forward_lifecycle() -> None:
-            with contextlib.suppress(anyio.ClosedResourceError):
-                async for event in lifecycle:
-                    await conversation.on_lifecycle(event)
-
-        tg.start_soon(forward_lifecycle)
-        for event in agent.event_log:
-            if isinstance(event, AgentStarted):
-                await conversation.on_lifecycle(event)
-        data: dict[str, Any] = {"sessionId": session.id, "how": how}
-        if replaced_from is not None:
-            data["replaced"] = replaced_from
-        await conversation._emit("session", data, keep=True)
-        recovered = await anyio.to_thread.run_sync(
-            lambda: store.recover_after_crash(record.id, now=time.time())
-        )
-        for seq in recovered:
-            error = {"code": "bridge_stopped", "message": "the bridge stopped during this turn"}
-            data = {"seq": seq, "error": conversation._error(error, True), "recoverable": True}
-            await conversation._emit("turn_failed", data, seq=seq, keep=True)
-        stored = await anyio.to_thread.run_sync(lambda: store.messages(record.id))
-        fresh = await anyio.to_thread.run_sync(lambda: store.get_conversation(record.id))
-        await conversation.start(
-            [_machine_record(m) for m in _prompt_order(stored)],
-            paused=bool(fresh and fresh.paused),
-        )
-        try:
-            yield conversation
-        finally:
-            tg.cancel_scope.cancel()
-            with anyio.CancelScope(shield=True):
-                await conversation.close()
-                conversation.close_subscribers()
-                lifecycle.close()
-
-
-async def _open_session(
-    agent: SupervisedAgent, record: ConversationRecord, session_id: str | None
-) -> tuple[Session, str, str | None]:
-    cwd = Path(record.cwd)
-    wanted = session_id or record.session_id
-    args = (cwd, list(record.mcp_servers), [Path(d) for d in record.additional_directories])
-    if wanted:
-        capabilities = (await agent.wait_ready()).capabilities
-        try:
-            if capabilities.supports_load():
-                return await agent.load_session(wanted, *args), "load", None
-            if capabilities.supports_resume():
-                return await agent.resume_session(wanted, *args), "resume", None
-        except BridgeError as exc:
-            log.warning("%s: could not restore session %s: %s", agent.name, wanted, exc)
-        return await agent.new_session(*args), "new", wanted
-    return await agent.new_session(*args), "new", None
-
-
-def _prompt_order(stored: list[Any]) -> list[Any]:
-    queued = sorted((m for m in stored if m.state == "queued"), key=lambda m: m.position)
-    return [m for m in stored if m.state != "queued"] + queued
-
-
-def _machine_record(stored: Any) -> MessageRecord:
-    state = MessageState[str(stored.state).upper()]
-    failed = state is MessageState.FAILED
-    error = stored.error.get("message") if isinstance(stored.error, dict) else stored.error
-    return MessageRecord(
-        seq=stored.seq,
-        state=state,
-        attempt=max(1, stored.attempts),
-        stop_reason=stored.stop_reason,
-        error=str(error or "failed") if failed else None,
-        recoverable=bool(stored.recoverable) if failed else None,
-    )

@@ -13,7 +13,8 @@ import pytest
 
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import open_supervised_agent
-from acp_bridge.conversation.conversation import Conversation, open_conversation
+from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy

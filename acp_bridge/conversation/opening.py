@@ -1,0 +1,152 @@
+"""Opening a stored conversation on a supervised agent: its session, its queue, its events.
+
+The agent session is the stored one (or the one asked for): restored with ``session/load``,
+else ``session/resume``; if the agent refuses, a new session stands in and a ``session`` event
+says which it replaced. Messages left ``running`` by a crash of the bridge end failed and
+recoverable; the queue goes on with the next message never prompted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from acp_bridge.client.events import AgentStarted
+from acp_bridge.client.session import Session
+from acp_bridge.client.supervisor import SupervisedAgent
+from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.queue_model import MessageRecord, MessageState
+from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.errors import BridgeError
+from acp_bridge.session.driver import TurnPolicy
+
+__all__ = ["open_conversation"]
+
+log = logging.getLogger(__name__)
+
+
+@asynccontextmanager
+async def open_conversation(
+    store: QueueStore,
+    agent: SupervisedAgent,
+    record: ConversationRecord,
+    *,
+    policy: TurnPolicy | None = None,
+    session_id: str | None = None,
+) -> AsyncIterator[Conversation]:
+    """Run ``record``'s conversation on ``agent``.
+
+    The agent session is the stored one (or ``session_id``): restored with ``session/load``,
+    else ``session/resume``; if the agent refuses, a new session stands in and a
+    ``session_replaced`` event says so. Messages left ``running`` by a crash of the bridge end
+    failed and recoverable; the queue goes on with the next message never prompted.
+    """
+    try:
+        async with _conversation_scope(store, agent, record, policy, session_id) as conversation:
+            yield conversation
+    except BaseExceptionGroup as group:
+        # The caller's own exception comes back wrapped by the task group: unwrap it alone.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise
+
+
+@asynccontextmanager
+async def _conversation_scope(
+    store: QueueStore,
+    agent: SupervisedAgent,
+    record: ConversationRecord,
+    policy: TurnPolicy | None,
+    session_id: str | None,
+) -> AsyncIterator[Conversation]:
+    async with anyio.create_task_group() as tg:
+        session, how, replaced_from = await _open_session(agent, record, session_id)
+        await anyio.to_thread.run_sync(
+            lambda: store.update_conversation(record.id, session_id=session.id, now=time.time())
+        )
+        conversation = Conversation(store, record, agent, session, policy or TurnPolicy(), tg)
+        lifecycle = agent.subscribe()
+
+        async def forward_lifecycle() -> None:
+            with contextlib.suppress(anyio.ClosedResourceError):
+                async for event in lifecycle:
+                    await conversation.on_lifecycle(event)
+
+        tg.start_soon(forward_lifecycle)
+        for event in agent.event_log:
+            if isinstance(event, AgentStarted):
+                await conversation.on_lifecycle(event)
+        data: dict[str, Any] = {"sessionId": session.id, "how": how}
+        if replaced_from is not None:
+            data["replaced"] = replaced_from
+        await conversation.emit("session", data, keep=True)
+        recovered = await anyio.to_thread.run_sync(
+            lambda: store.recover_after_crash(record.id, now=time.time())
+        )
+        for seq in recovered:
+            error = {"code": "bridge_stopped", "message": "the bridge stopped during this turn"}
+            data = {
+                "seq": seq,
+                "error": conversation.structured_error(error, True),
+                "recoverable": True,
+            }
+            await conversation.emit("turn_failed", data, seq=seq, keep=True)
+        stored = await anyio.to_thread.run_sync(lambda: store.messages(record.id))
+        fresh = await anyio.to_thread.run_sync(lambda: store.get_conversation(record.id))
+        await conversation.start(
+            [_machine_record(m) for m in _prompt_order(stored)],
+            paused=bool(fresh and fresh.paused),
+        )
+        try:
+            yield conversation
+        finally:
+            tg.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await conversation.close()
+                conversation.close_subscribers()
+                lifecycle.close()
+
+
+async def _open_session(
+    agent: SupervisedAgent, record: ConversationRecord, session_id: str | None
+) -> tuple[Session, str, str | None]:
+    cwd = Path(record.cwd)
+    wanted = session_id or record.session_id
+    args = (cwd, list(record.mcp_servers), [Path(d) for d in record.additional_directories])
+    if wanted:
+        capabilities = (await agent.wait_ready()).capabilities
+        try:
+            if capabilities.supports_load():
+                return await agent.load_session(wanted, *args), "load", None
+            if capabilities.supports_resume():
+                return await agent.resume_session(wanted, *args), "resume", None
+        except BridgeError as exc:
+            log.warning("%s: could not restore session %s: %s", agent.name, wanted, exc)
+        return await agent.new_session(*args), "new", wanted
+    return await agent.new_session(*args), "new", None
+
+
+def _prompt_order(stored: list[Any]) -> list[Any]:
+    queued = sorted((m for m in stored if m.state == "queued"), key=lambda m: m.position)
+    return [m for m in stored if m.state != "queued"] + queued
+
+
+def _machine_record(stored: Any) -> MessageRecord:
+    state = MessageState[str(stored.state).upper()]
+    failed = state is MessageState.FAILED
+    error = stored.error.get("message") if isinstance(stored.error, dict) else stored.error
+    return MessageRecord(
+        seq=stored.seq,
+        state=state,
+        attempt=max(1, stored.attempts),
+        stop_reason=stored.stop_reason,
+        error=str(error or "failed") if failed else None,
+        recoverable=bool(stored.recoverable) if failed else None,
+    )
