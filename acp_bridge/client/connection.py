@@ -9,7 +9,7 @@ handlers belong to the supervisor, which makes a new connection for each process
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -175,9 +175,19 @@ class AgentConnection:
 
     # -- turns ------------------------------------------------------------------------------
 
-    async def prompt(self, session_id: str, blocks: Sequence[dict[str, Any]]) -> PromptResponse:
+    async def prompt(
+        self,
+        session_id: str,
+        blocks: Sequence[dict[str, Any]],
+        *,
+        on_answer: Callable[[], None] | None = None,
+    ) -> PromptResponse:
+        """``session/prompt``; ``on_answer`` runs the moment the answer is read (see
+        :meth:`JsonRpcPeer.request`), so updates sent after it are never part of the turn."""
         raw = await self.peer.request(
-            "session/prompt", {"sessionId": session_id, "prompt": list(blocks)}
+            "session/prompt",
+            {"sessionId": session_id, "prompt": list(blocks)},
+            on_answer=on_answer,
         )
         return self._parse(PromptResponse, raw, "session/prompt")
 

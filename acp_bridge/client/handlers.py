@@ -99,6 +99,7 @@ class ClientHandlers:
         turn = session.current_turn
         if (
             turn is not None
+            and not turn.is_answered
             and not turn.is_done
             and update.get("messageId") not in session.fenced_message_ids
         ):

@@ -282,7 +282,9 @@ class SupervisedAgent:
         blocks: list[dict[str, Any]],
     ) -> None:
         try:
-            response: PromptResponse = await connection.prompt(session.id, blocks)
+            response: PromptResponse = await connection.prompt(
+                session.id, blocks, on_answer=turn.mark_answered
+            )
         except (ConnectionClosedError, ResourceClosedError):
             # The process ended: the supervisor fails the turn with the exit report, which
             # says how the agent ended and whether the session is being restored.

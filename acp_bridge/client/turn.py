@@ -46,6 +46,7 @@ class Turn:
         self.duration_s: float | None = None
         self.update_count = 0
         self._message_ids: set[str] = set()
+        self._answered = False
         self.cancel_requested = False
         """Set when the bridge sent ``session/cancel``: open tool calls close whatever the
         agent answers (agents often answer a cancel with ``end_turn``)."""
@@ -116,6 +117,14 @@ class Turn:
             pass
 
     # -- the bridge's side ------------------------------------------------------------------
+
+    @property
+    def is_answered(self) -> bool:
+        """The agent's answer was read: anything it sends from now on is late."""
+        return self._answered
+
+    def mark_answered(self) -> None:
+        self._answered = True
 
     async def deliver_update(self, raw_update: dict[str, Any]) -> None:
         """Hand one update of this turn to the caller (waits while the buffer is full)."""

@@ -191,11 +191,19 @@ class JsonRpcPeer:
 
     # -- sending --------------------------------------------------------------------------------
 
-    async def request(self, method: str, params: Any = None) -> Any:
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        on_answer: Callable[[], None] | None = None,
+    ) -> Any:
         """Call ``method`` on the other side and return its result.
 
         The caller owns the deadline: wrap the call in ``anyio.fail_after``. If the caller is
         cancelled after the request went out, ``$/cancel_request`` is sent for it.
+        ``on_answer`` is called synchronously when the answer (or the connection's end) is
+        read, before any later message is handled.
 
         Raises:
             RpcError: the other side answered with an error.
@@ -204,8 +212,16 @@ class JsonRpcPeer:
             LocalProtocolError: ``params`` cannot be serialized.
         """
         answered = anyio.Event()
+
+        def wake() -> None:
+            # Runs in the reader, before it reads the next line: ``on_answer`` can fence off
+            # whatever the peer sends after its answer.
+            answered.set()
+            if on_answer is not None:
+                on_answer()
+
         try:
-            call = self._pending.add(method, answered.set)
+            call = self._pending.add(method, wake)
         except BridgeError as exc:
             raise _fresh(exc) from exc
         sent = False

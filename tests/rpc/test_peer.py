@@ -588,3 +588,22 @@ async def test_run_may_only_be_called_once() -> None:
     async with open_peer_pair() as (a, _b):
         with pytest.raises(RuntimeError):
             await a.run()
+
+
+async def test_on_answer_runs_before_anything_the_peer_sends_after_its_answer() -> None:
+    """The fence for late updates: the turn is closed before the next line is handled."""
+    async with open_raw_peer() as (peer, raw):
+        order: list[str] = []
+        peer.on_notification("session/update", lambda params: order.append("update"))
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                await peer.request("session/prompt", {}, on_answer=lambda: order.append("answer"))
+
+            tg.start_soon(call)
+            sent = await _read_json(raw)
+            await raw.send(
+                b'{"jsonrpc":"2.0","id":%d,"result":{"stopReason":"end_turn"}}\n'
+                b'{"jsonrpc":"2.0","method":"session/update","params":{}}\n' % sent["id"]
+            )
+        assert order == ["answer", "update"]
