@@ -101,6 +101,7 @@ class Conversation:
         self._prompts: dict[int, list[dict[str, Any]]] = {}
         self._duration_ms = 0.0
         self._backlog: deque[ConversationEvent] = deque(maxlen=_BACKLOG)
+        self._acting = anyio.Lock()
 
     # -- the caller's operations ----------------------------------------------------------
 
@@ -111,37 +112,43 @@ class Conversation:
         message goes next.
         """
         blocks = to_blocks(content)
-        record = await self._db(
-            self._store.add_message,
-            self.id,
-            blocks,
-            next=interrupt,
-            unpause=True,
-            now=self._clock(),
-        )
-        self._prompts[record.seq] = blocks
-        await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
-        await self._perform(self._machine.send(record.seq, interrupt=interrupt))
+        async with self._acting:
+            record = await self._db(
+                self._store.add_message,
+                self.id,
+                blocks,
+                next=interrupt,
+                unpause=True,
+                now=self._clock(),
+            )
+            self._prompts[record.seq] = blocks
+            await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
+            await self._perform(self._machine.send(record.seq, interrupt=interrupt))
         return record.seq
 
     async def stop(self) -> None:
         """Cancel the running turn (it ends cancelled) and pause the queue until
         :meth:`resume` or a new send."""
-        await self._db(self._store.update_conversation, self.id, paused=True, now=self._clock())
-        await self._perform(self._machine.stop())
+        async with self._acting:
+            await self._db(self._store.update_conversation, self.id, paused=True, now=self._clock())
+            await self._perform(self._machine.stop())
 
     async def resume(self) -> None:
-        await self._db(self._store.update_conversation, self.id, paused=False, now=self._clock())
-        await self._perform(self._machine.resume())
+        async with self._acting:
+            await self._db(
+                self._store.update_conversation, self.id, paused=False, now=self._clock()
+            )
+            await self._perform(self._machine.resume())
 
     async def retry(self, seq: int) -> None:
         """Send a cancelled, superseded or failed message again, explicitly."""
-        await self._db(self._store.requeue, self.id, seq, next=False, now=self._clock())
-        await self._perform(self._machine.retry(seq))
+        async with self._acting:
+            await self._db(self._store.requeue, self.id, seq, next=False, now=self._clock())
+            await self._perform(self._machine.retry(seq))
 
     async def close(self) -> None:
         """No new turn starts from now on; a running turn is cancelled."""
-        await self._perform(self._machine.close())
+        await self._act(self._machine.close)
 
     def messages(self) -> list[MessageRecord]:
         return list(self._machine.messages())
@@ -169,8 +176,16 @@ class Conversation:
     async def start(self, records: list[MessageRecord], *, paused: bool) -> None:
         """Load the stored queue (a message cut by a crash of the bridge ends failed,
         recoverable) and start the next message never prompted."""
-        self._machine, actions = QueueMachine.restore(records, paused=paused)
-        await self._perform(actions)
+        async with self._acting:
+            self._machine, actions = QueueMachine.restore(records, paused=paused)
+            await self._perform(actions)
+
+    async def _act(self, decide: Callable[[], list[Action]]) -> None:
+        """Ask the machine and perform its answer, as one step: actions from different calls
+        must not interleave (a start must not reach the store before the previous message's
+        final state, nor a stale "idle" land after a start)."""
+        async with self._acting:
+            await self._perform(decide())
 
     async def _perform(self, actions: list[Action]) -> None:
         for action in actions:
@@ -193,38 +208,68 @@ class Conversation:
         try:
             await self.agent.wait_ready()  # a cold start or a restart in progress
         except AgentError:
-            await self._perform(self._machine.agent_gone())
+            await self._act(self._machine.agent_gone)
             return
-        if not self._machine.start_confirmed(seq, start.generation):
-            return  # withdrawn while we waited: never prompted
-        await self._db(self._store.mark_running, self.id, seq, now=self._clock())
         blocks = self._prompts.get(seq) or await self._stored_prompt(seq)
         text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-        await self.emit("turn_started", {"seq": seq, "text": text}, seq=seq, keep=True)
+        started_event = {"seq": seq, "text": text}
+        async with self._acting:
+            if not self._machine.start_confirmed(seq, start.generation):
+                return  # withdrawn while we waited: never prompted
+            await self._db(
+                self._store.mark_running,
+                self.id,
+                seq,
+                now=self._clock(),
+                event=("turn_started", started_event),
+            )
+            await self.emit("turn_started", started_event)
         started = time.monotonic()
         try:
             outcome = await self._driver.run(blocks, lambda event: self._on_turn_event(seq, event))
         except BridgeError as exc:  # no turn started: the agent is gone, or was closed
-            await self._perform(self._machine.turn_ended(seq, Failed(str(exc), False)))
+            failure = Failed(str(exc), False)
+            await self._act(lambda: self._machine.turn_ended(seq, failure))
             if not isinstance(exc, ResourceClosedError):
-                await self._perform(self._machine.agent_gone())
+                await self._act(self._machine.agent_gone)
             return
         self._duration_ms = (time.monotonic() - started) * 1000
         if outcome.status == "cancelled" and outcome.cancel_reason not in _STOP_OR_CLOSE:
-            await self._perform(self._machine.turn_timed_out(seq))  # a deadline of the driver
+            await self._act(lambda: self._machine.turn_timed_out(seq))  # the driver's deadline
         if outcome.status == "failed":
             result: Answered | Failed = Failed(outcome.error or "failed", outcome.recoverable)
         else:
             result = Answered(outcome.stop_reason or "cancelled")
-        await self._perform(self._machine.turn_ended(seq, result))
-        if self.agent.is_failed:
-            await self._perform(self._machine.agent_gone())
+
+        def decide() -> list[Action]:
+            # One step: a waiter must not see the pause of an unrecoverable failure alone
+            # when the agent is in fact gone for good.
+            actions = self._machine.turn_ended(seq, result)
+            return actions + self._machine.agent_gone() if self.agent.is_failed else actions
+
+        await self._act(decide)
 
     async def _finish(self, final: MessageFinal) -> None:
         error = None
         if final.error is not None:
             error = {"code": "turn_failed", "message": final.error, "details": {}}
         state = final.state.name.lower()
+        if final.state is MessageState.FAILED:
+            name = "turn_failed"
+            data: dict[str, Any] = {
+                "seq": final.seq,
+                "error": self.structured_error(error or {}, final.recoverable),
+                "recoverable": final.recoverable,
+            }
+        else:
+            name = "turn_ended"
+            done = final.state is MessageState.DONE
+            data = {
+                "seq": final.seq,
+                "stopReason": final.stop_reason if done else "cancelled",
+                "state": state,
+                "duration_ms": round(self._duration_ms, 1),
+            }
         changed = await self._db(
             self._store.finish,
             self.id,
@@ -234,26 +279,10 @@ class Conversation:
             error=error,
             recoverable=final.recoverable,
             now=self._clock(),
+            event=(name, data),  # logged in the same commit as the final state
         )
-        if not changed:
-            return
-        duration_ms = round(self._duration_ms, 1)
-        if final.state is MessageState.FAILED:
-            failed = {
-                "seq": final.seq,
-                "error": self.structured_error(error or {}, final.recoverable),
-                "recoverable": final.recoverable,
-            }
-            await self.emit("turn_failed", failed, seq=final.seq, keep=True)
-        else:
-            stop_reason = "cancelled" if final.state is not MessageState.DONE else final.stop_reason
-            data: dict[str, Any] = {
-                "seq": final.seq,
-                "stopReason": stop_reason,
-                "state": state,
-                "duration_ms": duration_ms,
-            }
-            await self.emit("turn_ended", data, seq=final.seq, keep=True)
+        if changed:
+            await self.emit(name, data)
 
     def structured_error(self, error: dict[str, Any], recoverable: bool | None) -> dict[str, Any]:
         """A structured error for callers: what happened, to which agent and session, and
