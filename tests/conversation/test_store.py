@@ -664,3 +664,16 @@ def test_any_interleaving_keeps_the_queue_invariants(
             assert (head.seq if head else None) == (queue[0] if queue else None)
             if head is not None:
                 assert head.position == min(r.position for r in records if r.state == "queued")
+
+
+def test_a_state_change_and_its_event_are_one_commit(store: QueueStore) -> None:
+    store.add_message("c", text("hi"), now=2.0)
+    assert store.mark_running("c", 1, now=3.0, event=("turn_started", {"seq": 1}))
+    assert store.finish("c", 1, "done", stop_reason="end_turn", now=4.0, event=("turn_ended", {}))
+    # A refused change logs nothing.
+    assert not store.finish("c", 1, "cancelled", now=5.0, event=("turn_ended", {"again": 1}))
+    assert not store.mark_running("c", 1, now=6.0, event=("turn_started", {"again": 1}))
+    assert [(e.kind, e.seq, e.data) for e in store.events("c")] == [
+        ("turn_started", 1, {"seq": 1}),
+        ("turn_ended", 1, {}),
+    ]
