@@ -1033,8 +1033,8 @@ turn_ended) in the same commit (they were five commits until the event log was f
 Alone in one thread the three take well under 1 ms (a bare commit is about 0.1 ms). During
 the run they hold the store's lock about twice as long, because the worker threads compete
 with the event loop and the agent for the GIL and the two cores. That is the store's share,
-close to half of the wall time. The event loop's thread sits in `epoll` for about 40% of a profiled run
-(`--profile`), so the queue is bound by a serial chain of waits per message, not by CPU. No
+close to half of the wall time. The event loop's thread sits in `epoll` for about 40% of a
+profiled run (`--profile`), so the queue is bound by a serial chain of waits per message, not by CPU. No
 settle window was entered (echo turns end `done`). Turns/s did not drop with queue length in
 one-off runs of 300 and 3,000 messages. What is left is the price of durability we chose
 (an fsync per state change, so a crash of the bridge loses nothing): batching commits across
