@@ -1020,25 +1020,24 @@ returns. The replacement is ready with the session loaded 50 to 80 ms later, whi
 interpreter starting. Done by hand with the SDK, the wait just stops. The process and its busy
 session stay, and the next prompt is refused.
 
-**Queue.** The Conversation runs about a tenth as many turns per second as the SDK client,
-which has neither a queue nor a store. Per message (the breakdown row), under 1 ms goes to
-`TurnDriver.run`, more than 2 ms to awaiting four store calls on the turn path, and about
-0.1 ms to the rest. Alone, `TurnDriver.run` gets about half the SDK's prompt rate: each turn
-has a task group with two tasks, the session lock and the turn's stream, the same scheduler
-passes as the round-trip rows of `bench_rpc`. Every store call is one
-`BEGIN IMMEDIATE … COMMIT` with `synchronous=FULL`, so one fsync'd WAL commit, run in a worker
-thread (a hop of about 65 µs here). A message makes three of them: `add_message` in `send`,
-then `mark_running` and `finish`, each of which logs its turn event (turn_started,
-turn_ended) in the same commit (they were five commits until the event log was folded in).
-Alone in one thread the three take well under 1 ms (a bare commit is about 0.1 ms). During
-the run they hold the store's lock about twice as long, because the worker threads compete
-with the event loop and the agent for the GIL and the two cores. That is the store's share,
-close to half of the wall time. The event loop's thread sits in `epoll` for about 40% of a
-profiled run (`--profile`), so the queue is bound by a serial chain of waits per message, not by CPU. No
-settle window was entered (echo turns end `done`). Turns/s did not drop with queue length in
-one-off runs of 300 and 3,000 messages. What is left is the price of durability we chose
-(an fsync per state change, so a crash of the bridge loses nothing): batching commits across
-messages would trade that away.
+**Queue.** The Conversation runs about a tenth as many turns per second as the SDK client, which
+has neither a queue nor a store. Per message (the breakdown row), under 1 ms goes to
+`TurnDriver.run`, more than 2 ms to awaiting four store calls on the turn path, and about 0.1 ms
+to the rest. Alone, `TurnDriver.run` gets about half the SDK's prompt rate: each turn has a task
+group with two tasks, the session lock and the turn's stream, the same scheduler passes as the
+round-trip rows of `bench_rpc`. Every store call is one `BEGIN IMMEDIATE … COMMIT` with
+`synchronous=FULL`, so one fsync'd WAL commit, run in a worker thread (a hop of about 65 µs
+here). A message makes three of them: `add_message` in `send`, then `mark_running` and `finish`,
+each of which logs its turn event (turn_started, turn_ended) in the same commit (they were five
+commits until the event log was folded in). Alone in one thread the three take well under 1 ms
+(a bare commit is about 0.1 ms). During the run they hold the store's lock about twice as long,
+because the worker threads compete with the event loop and the agent for the GIL and the two
+cores. That is the store's share, close to half of the wall time. The event loop's thread sits
+in `epoll` for about 40% of a profiled run (`--profile`), so the queue is bound by a serial
+chain of waits per message, not by CPU. No settle window was entered (echo turns end `done`).
+Turns/s did not drop with queue length in one-off runs of 300 and 3,000 messages. What is left
+is the price of durability we chose (an fsync per state change, so a crash of the bridge loses
+nothing): batching commits across messages would trade that away.
 """
 
 
