@@ -31,8 +31,6 @@ import asyncio
 import contextlib
 import datetime
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -45,6 +43,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = ROOT / "fixtures" / "agents"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import code_version, machine, write_section  # noqa: E402
 
 STDLIB_AGENT = "echo_agent.py"
 SDK_AGENT = "sdk_echo_agent.py"
@@ -53,8 +54,6 @@ AFTER_RESTART_WORD = "after-restart"
 AFTER_RESTART = f"{AFTER_RESTART_WORD} check"
 """The prompt of the turn after the crash; the echo's first chunk starts with its first word."""
 MIB = 1024 * 1024
-SECTION_START = "<!-- bench_client:start -->"
-SECTION_END = "<!-- bench_client:end -->"
 
 
 def agent_argv(script: str, *flags: str) -> list[str]:
@@ -625,44 +624,6 @@ def build_rows(samples: Samples, updates: int) -> list[Row]:
     return rows
 
 
-def code_version() -> str:
-    """The commit measured, and whether the library or the agents had uncommitted changes."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(
-            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
-        )
-        return done.stdout.strip()
-
-    try:
-        commit = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--", "acp_bridge", "fixtures")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    return f"commit {commit}" + (" plus uncommitted changes" if dirty else "")
-
-
-def machine() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.partition(":")[2].strip()
-                break
-    packages = []
-    for name in ("anyio", "trio", "pydantic", "psutil", "agent-client-protocol"):
-        try:
-            packages.append(f"{name} {version(name)}")
-        except PackageNotFoundError:
-            packages.append(f"{name} (missing)")
-    return (
-        f"{cpu}, {os.cpu_count()} cores; {platform.system()} {platform.release()}; "
-        f"Python {platform.python_version()}; {', '.join(packages)}"
-    )
-
-
 WHERE_THE_TIME_GOES = """\
 ### Where the time goes
 
@@ -755,19 +716,6 @@ python scripts/bench_client.py --write docs/benchmarks.md
 """
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replace the bench_client section of the benchmarks file, keeping the rest."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    section = f"{SECTION_START}\n{body}{SECTION_END}"
-    if SECTION_START in text and SECTION_END in text:
-        before, rest = text.split(SECTION_START, 1)
-        _, after = rest.split(SECTION_END, 1)
-        text = before + section + after
-    else:
-        text = text.rstrip() + "\n\n" + INTRO + "\n" + section + "\n"
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--role", choices=["mem-ours", "mem-sdk"], help=argparse.SUPPRESS)
@@ -803,7 +751,7 @@ def main() -> None:
     table = render(samples, args.runs, args.updates)
     print(table)
     if args.write:
-        write_section(args.write, table + "\n" + WHERE_THE_TIME_GOES)
+        write_section(args.write, "bench_client", table + "\n" + WHERE_THE_TIME_GOES, INTRO)
         progress(f"wrote {args.write}")
     progress(f"done in {time.monotonic() - started:.0f} s")
 

@@ -21,8 +21,6 @@ import argparse
 import asyncio
 import datetime
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -32,6 +30,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import machine, write_section  # noqa: E402
 
 UPDATE_PARAMS = {
     "sessionId": "sess-0123456789abcdef",
@@ -268,29 +269,6 @@ def median_of(runs: int, measure: Callable[[], float]) -> float:
     return statistics.median(measure() for _ in range(runs))
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    versions = []
-    for package in ("anyio", "trio", "pydantic", "agent-client-protocol"):
-        try:
-            from importlib.metadata import version
-
-            versions.append(f"{package} {version(package)}")
-        except Exception:
-            versions.append(f"{package} (missing)")
-    return (
-        f"{cpu}, {os.cpu_count()} cores; {platform.system()} {platform.release()}; "
-        f"Python {platform.python_version()}; " + ", ".join(versions)
-    )
-
-
 def run_all(runs: int, notifications: int, calls: int) -> list[tuple[str, float, float | None]]:
     rows: list[tuple[str, float, float | None]] = []
 
@@ -339,20 +317,6 @@ def render(rows: list[tuple[str, float, float | None]], runs: int) -> str:
     return header + "\n" + "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replace the bench_rpc section of the benchmarks file, keeping the rest."""
-    start, end = "<!-- bench_rpc:start -->", "<!-- bench_rpc:end -->"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    section = f"{start}\n{body}{end}"
-    if start in text and end in text:
-        before, rest = text.split(start, 1)
-        _, after = rest.split(end, 1)
-        text = before + section + after
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -377,7 +341,7 @@ def main() -> None:
     table = render(run_all(args.runs, args.notifications, args.calls), args.runs)
     print(table)
     if args.write:
-        write_section(args.write, table)
+        write_section(args.write, "bench_rpc", table, "")
         print(f"wrote {args.write}", file=sys.stderr)
 
 

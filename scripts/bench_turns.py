@@ -41,11 +41,8 @@ import asyncio
 import contextlib
 import datetime
 import functools
-import os
-import platform
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -58,6 +55,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = ROOT / "fixtures" / "agents"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import code_version, machine, write_section  # noqa: E402
 
 SLOW_AGENT = "slow_agent.py"
 STUBBORN_AGENT = "stubborn_agent.py"
@@ -69,8 +69,6 @@ GRACE_WINDOWS = (0.5, 1.0)
 BACKENDS = ("asyncio", "trio")
 CANCEL_BUDGET_S = 0.005
 GRACE_BUDGET_S = 0.050
-SECTION_START = "<!-- bench_turns:start -->"
-SECTION_END = "<!-- bench_turns:end -->"
 
 
 def agent_argv(script: str, *flags: str) -> list[str]:
@@ -909,45 +907,6 @@ def build_rows(samples: Samples, backends: tuple[str, ...], messages: int) -> li
     return rows
 
 
-def code_version() -> str:
-    """The commit measured, and whether the library or the agents had uncommitted changes."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(
-            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
-        )
-        return done.stdout.strip()
-
-    try:
-        commit = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--", "acp_bridge", "fixtures")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    return f"commit {commit}" + (" plus uncommitted changes" if dirty else "")
-
-
-def machine() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.partition(":")[2].strip()
-                break
-    packages = []
-    for name in ("anyio", "trio", "pydantic", "agent-client-protocol"):
-        try:
-            packages.append(f"{name} {version(name)}")
-        except PackageNotFoundError:
-            packages.append(f"{name} (missing)")
-    return (
-        f"{cpu}, {os.cpu_count()} cores; {platform.system()} {platform.release()}; "
-        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}; "
-        f"{', '.join(packages)}"
-    )
-
-
 def render(
     samples: Samples, runs: int, cancels: int, messages: int, backends: tuple[str, ...]
 ) -> str:
@@ -1041,19 +1000,6 @@ nothing): batching commits across messages would trade that away.
 """
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replace the bench_turns section of the benchmarks file, keeping the rest."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    section = f"{SECTION_START}\n{body}{SECTION_END}"
-    if SECTION_START in text and SECTION_END in text:
-        before, rest = text.split(SECTION_START, 1)
-        _, after = rest.split(SECTION_END, 1)
-        text = before + section + after
-    else:
-        text = text.rstrip() + "\n\n" + INTRO + "\n" + section + "\n"
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median)")
@@ -1086,7 +1032,7 @@ def main() -> None:
     table = render(samples, args.runs, args.cancels, args.messages, backends)
     print(table)
     if args.write:
-        write_section(args.write, table + "\n" + WHERE_THE_TIME_GOES)
+        write_section(args.write, "bench_turns", table + "\n" + WHERE_THE_TIME_GOES, INTRO)
         progress(f"wrote {args.write}")
     progress(f"done in {time.monotonic() - started:.0f} s")
 
