@@ -148,7 +148,10 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     run.add_argument("--json", action="store_true", help="print NDJSON events on stdout")
     run.add_argument(
-        "-v", "--verbose", action="count", default=argparse.SUPPRESS,
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
         help="log to stderr, with the agent's own stderr (-vv for debug)",
     )
     run.add_argument(

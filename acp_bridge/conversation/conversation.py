@@ -150,6 +150,21 @@ class Conversation:
         """No new turn starts from now on; a running turn is cancelled."""
         await self._act(self._machine.close)
 
+    async def set_config_option(self, config_id: str, value: str | bool) -> None:
+        """Choose one of the agent's config options for this conversation. The choice is
+        stored, and applied again after an agent restart or when the conversation resumes."""
+        await self.session.set_config_option(config_id, value)
+        await self._store_choices()
+
+    async def set_mode(self, mode_id: str) -> None:
+        """Choose one of the agent's modes (legacy); stored and re-applied like a config."""
+        await self.session.set_mode(mode_id)
+        await self._store_choices()
+
+    async def _store_choices(self) -> None:
+        config = {"options": dict(self.session.config_choices), "mode": self.session.mode_id}
+        await self._db(self._store.update_conversation, self.id, config=config, now=self._clock())
+
     def messages(self) -> list[MessageRecord]:
         return list(self._machine.messages())
 

@@ -68,6 +68,7 @@ async def _conversation_scope(
 ) -> AsyncIterator[Conversation]:
     async with anyio.create_task_group() as tg:
         session, how, replaced_from = await _open_session(agent, record, session_id)
+        await _apply_choices(session, record)
         await anyio.to_thread.run_sync(
             lambda: store.update_conversation(record.id, session_id=session.id, now=time.time())
         )
@@ -131,6 +132,21 @@ async def _open_session(
             log.warning("%s: could not restore session %s: %s", agent.name, wanted, exc)
         return await agent.new_session(*args), "new", wanted
     return await agent.new_session(*args), "new", None
+
+
+async def _apply_choices(session: Session, record: ConversationRecord) -> None:
+    """The config options and mode chosen earlier in this conversation, applied again (a new
+    process starts from the agent's defaults). One the agent no longer offers is skipped."""
+    config = record.config or {}
+    choices = [(k, v) for k, v in dict(config.get("options") or {}).items()]
+    mode = config.get("mode")
+    try:
+        if isinstance(mode, str):
+            await session.set_mode(mode)
+        for config_id, value in choices:
+            await session.set_config_option(str(config_id), value)
+    except BridgeError as exc:
+        log.warning("%s: could not apply the stored choices: %s", session.id, exc)
 
 
 def _prompt_order(stored: list[Any]) -> list[Any]:

@@ -234,3 +234,25 @@ async def test_several_conversations_run_at_once_in_one_process(tmp_path: Path) 
             await second.send(f"echo b{n}")
         assert await idle(first) == await idle(second) == "drained"
         assert set(finals(first_store).values()) == set(finals(second_store).values()) == {"done"}
+
+
+async def test_chosen_config_is_stored_and_applied_when_the_conversation_resumes(
+    tmp_path: Path,
+) -> None:
+    spec = fake("echo_agent.py", "--settings", "--history", str(tmp_path / "h.json"))
+    async with conversation(tmp_path, spec) as (conv, store, seen):
+        await conv.set_config_option("model", "large")
+        await conv.set_mode("code")
+        record = store.latest_conversation()
+        assert record is not None
+        assert record.config == {"options": {"model": "large"}, "mode": "code"}
+    # A new bridge process, a new agent process: the choice comes back from the store.
+    async with conversation(tmp_path, spec) as (conv, store, seen):
+        await conv.send("settings")
+        assert await idle(conv) == "drained"
+    texts = [
+        e["update"]["content"]["text"]
+        for e in seen
+        if e["event"] == "update" and e["update"].get("sessionUpdate") == "agent_message_chunk"
+    ]
+    assert texts == ["settings mode=code model=large"]
