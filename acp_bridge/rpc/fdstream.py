@@ -59,6 +59,10 @@ class FdReceiveStream(_FdStream, ByteReceiveStream):
         super().__init__(fd, close_fd=close_fd)
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
+        # The checkpoint comes first: every async call is a cancel point, and once os.read has
+        # taken bytes out of the pipe no await may follow, or a cancellation there would lose
+        # them. wait_readable is the only other await, and it runs before the read it guards.
+        await anyio.lowlevel.checkpoint()
         while True:
             self._check_open()
             try:
@@ -70,9 +74,6 @@ class FdReceiveStream(_FdStream, ByteReceiveStream):
                 raise anyio.BrokenResourceError from exc
             if not data:
                 raise anyio.EndOfStream
-            # Data was ready without waiting: still yield once, so a fast writer cannot
-            # starve every other task (every async call is a checkpoint).
-            await anyio.lowlevel.checkpoint()
             return data
 
 

@@ -82,6 +82,48 @@ async def test_a_closed_stream_refuses_use_and_wakes_a_blocked_reader(
         await receive.receive()
 
 
+async def test_a_cancelled_receive_never_drops_bytes(pipe: tuple[int, int]) -> None:
+    """Issue 7 (6): the old receive read the pipe first and checkpointed after, so a
+    cancellation delivered at that checkpoint threw the bytes away and the next receive
+    saw EOF. Now the cancellation lands before the read and the bytes wait for the next one."""
+    read_fd, write_fd = pipe
+    receive = FdReceiveStream(read_fd)
+    os.write(write_fd, b"precious line\n")
+    os.close(write_fd)
+    for _ in range(3):  # however often a receive is cancelled, nothing is taken
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await receive.receive()
+        assert scope.cancelled_caught
+    assert await receive.receive() == b"precious line\n"
+    with pytest.raises(anyio.EndOfStream):
+        await receive.receive()
+    await receive.aclose()
+
+
+async def test_a_receive_cancelled_while_waiting_keeps_later_bytes(
+    pipe: tuple[int, int],
+) -> None:
+    read_fd, write_fd = pipe
+    receive = FdReceiveStream(read_fd)
+    waiting = anyio.Event()
+
+    async def blocked_receive(scope: anyio.CancelScope) -> None:
+        with scope:
+            waiting.set()
+            await receive.receive()
+
+    scope = anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(blocked_receive, scope)
+        await waiting.wait()
+        await anyio.wait_all_tasks_blocked()
+        os.write(write_fd, b"late")
+        scope.cancel()
+    assert await receive.receive() == b"late"
+    await receive.aclose()
+
+
 async def test_two_peers_talk_across_a_real_process_boundary() -> None:
     """Our peer in the test, our peer in a child process on its stdin/stdout pipes."""
     async with await anyio.open_process(
