@@ -8,7 +8,19 @@ does not give us. The payloads the bridge inspects are validated with the pydant
 
 Decisions, for input the spec leaves open (each has a test):
 
-* A line that is not UTF-8, or not JSON, is a parse error (-32700, id null).
+* A line that is not UTF-8, or not JSON, is a parse error (-32700, id null). So is a line that
+  breaks the decoder in other ways: nesting deeper than the stdlib decoder's recursion allows
+  (about 2 KB of ``[``), or an integer of more than ``sys.int_max_str_digits`` (4,300) digits.
+  Whatever an agent writes is at worst a protocol error from that agent, never a crash of ours.
+* Decoding: :func:`pydantic_core.from_json` first (about 4x faster than :mod:`json` on a
+  ``session/update`` line); a line it refuses is decoded again by :mod:`json`, which therefore
+  decides what is accepted. So the accepted set is exactly what ``json.loads`` accepts (and the
+  values are the same: big integers, floats, ``NaN``/``Infinity``, last duplicate key wins),
+  including legal nesting deeper than ``from_json``'s limit of 200 levels.
+* A lone surrogate escape (``"\\ud800"``) is accepted, as ``json.loads`` does: JavaScript agents
+  emit one when they cut a string inside a surrogate pair (``JSON.stringify`` escapes it), and
+  refusing would drop a whole update or prompt answer. :func:`encode_message` writes such a
+  string back as the same ``\\uXXXX`` escape, so what we send stays valid UTF-8.
 * A JSON value that is neither an object nor an array is an invalid request (-32600, id null).
 * A batch array is unpacked and each element handled as if it had come on its own line; replies
   go out one per line. ACP v1 never sends batches and v2 allows them, so this is the behaviour
@@ -24,6 +36,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic_core import from_json
 
 from acp_bridge.errors import FramingError, LocalProtocolError, RpcError
 
@@ -51,6 +65,7 @@ RequestId = int | str | None
 
 _decoder = json.JSONDecoder()
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ascii_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +118,17 @@ def decode_line(line: bytes) -> Any:
     """Turn one line (without its newline) into a JSON value.
 
     Raises:
-        FramingError: the line is not UTF-8 or not JSON.
+        FramingError: the line is not UTF-8, not JSON, or JSON this decoder cannot hold (too
+            deep, an integer with too many digits). Nothing else escapes.
     """
+    try:
+        return from_json(line)
+    except ValueError:
+        pass  # refused: the stdlib decides, and says why
+    return _decode_with_stdlib(line)
+
+
+def _decode_with_stdlib(line: bytes) -> Any:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -113,6 +137,10 @@ def decode_line(line: bytes) -> Any:
         return _decoder.decode(text)
     except json.JSONDecodeError as exc:
         raise FramingError(f"line is not JSON: {exc.msg} at column {exc.colno}") from exc
+    except RecursionError as exc:
+        raise FramingError("line is not JSON we accept: nested too deeply") from exc
+    except ValueError as exc:  # int_max_str_digits, and any other value the decoder refuses
+        raise FramingError(f"line is not JSON we accept: {str(exc)[:80]}") from exc
 
 
 def _is_valid_id(value: Any) -> bool:
@@ -177,15 +205,20 @@ def encode_message(message: dict[str, Any]) -> bytes:
     """Serialize compactly as one UTF-8 line, newline included.
 
     json escapes every control character inside strings, so the result never holds an embedded
-    newline.
+    newline. A string holding a lone surrogate (which UTF-8 cannot carry) is written with
+    ``\\uXXXX`` escapes instead, the form it arrived in.
 
     Raises:
         LocalProtocolError: the message is not JSON-serializable (NaN, sets, objects...).
     """
     try:
-        return (_encoder.encode(message) + "\n").encode("utf-8")
-    except (TypeError, ValueError) as exc:
+        text = _encoder.encode(message)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise LocalProtocolError(f"message is not JSON-serializable: {exc}") from exc
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (_ascii_encoder.encode(message) + "\n").encode("ascii")
 
 
 def request(msg_id: RequestId, method: str, params: Any = None) -> dict[str, Any]:

@@ -416,6 +416,29 @@ async def test_unreadable_input_is_answered_with_id_null(line: bytes, code: int)
 
 
 @pytest.mark.parametrize(
+    "line",
+    [
+        b"[" * 2000 + b"]" * 2000,
+        b'{"jsonrpc":"2.0","method":"session/update","params":' + b"[" * 3000,
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":[' + b"9" * 4301 + b"]}",
+        b'{"jsonrpc":"2.0","id":77,"result":' + b"1" * 5000 + b"}",
+    ],
+    ids=["deep-brackets", "deep-params", "long-int-request", "long-int-response"],
+)
+async def test_a_line_that_breaks_the_decoder_is_answered_and_skipped(line: bytes) -> None:
+    """Issue 7 (8): RecursionError / ValueError used to escape the reader and end the peer
+    (an exception group, exit 1). Now it is a parse error like any other garbage."""
+    async with open_raw_peer() as (peer, raw):
+        peer.on_request("ping", _echo)
+        await raw.send(line + b"\n")
+        reply = await _read_json(raw)
+        assert reply["id"] is None
+        assert reply["error"]["code"] == ErrorCode.PARSE_ERROR
+        await _ping(raw, "still-serving")
+        assert not peer.is_closed
+
+
+@pytest.mark.parametrize(
     "message",
     [
         {"jsonrpc": "1.0", "id": 5, "method": "ping"},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -144,3 +145,89 @@ def test_from_wire_tolerates_malformed_errors() -> None:
     assert RpcError.from_wire("oops").code == ErrorCode.INTERNAL_ERROR
     odd = RpcError.from_wire({"code": True, "message": 5})
     assert (odd.code, odd.message) == (ErrorCode.INTERNAL_ERROR, "error without a message")
+
+
+# -- decoding: hostile lines, and the same values as json.loads (issue 7, 8) ------------------
+
+GOLDEN_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "golden"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"[" * 2000 + b"]" * 2000,  # RecursionError in the stdlib decoder
+        b'{"a":' * 2000 + b"1" + b"}" * 2000,
+        b"[" * 2000,
+        b'{"jsonrpc":"2.0","id":1,"result":' + b"7" * 4301 + b"}",  # int_max_str_digits
+        b"-" + b"9" * 100_000,
+    ],
+    ids=["deep-arrays", "deep-objects", "deep-unclosed", "4301-digits", "100k-digits"],
+)
+def test_a_line_that_breaks_the_decoder_is_a_framing_error(line: bytes) -> None:
+    """Before the fix these escaped as RecursionError / ValueError and ended the bridge."""
+    with pytest.raises(FramingError, match="not JSON"):
+        jsonrpc.decode_line(line)
+
+
+def _stdlib(line: bytes) -> Any:
+    return json.loads(line.decode("utf-8"))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"[" * 100 + b"]" * 100,
+        b"[" * 500 + b"1" + b"]" * 500,  # legal, and deeper than from_json's 200 levels
+        b'{"a":' * 300 + b"{}" + b"}" * 300,
+        b"123456789012345678901234567890123456789",
+        b"-" + b"9" * 4300,
+        b"[1.7976931348623157e308,5e-324,1e400,-0.0,0.1,1E2,2.5e-3]",
+        b"[NaN,Infinity,-Infinity]",
+        b'{"a":1,"a":2}',
+        b'"\\u0000\\u001f\\u2028\\ud83d\\ude00"',
+        b' {"x" : [ 1 , 2 ] } ',
+    ],
+)
+def test_decoding_gives_the_values_json_loads_gives(line: bytes) -> None:
+    decoded = jsonrpc.decode_line(line)
+    assert repr(decoded) == repr(_stdlib(line))  # repr: NaN != NaN, and -0.0 == 0.0
+
+
+@pytest.mark.parametrize("text", ['"\\ud800"', '{"t":"cut \\ud83d"}', '"\\udc00\\ud800"'])
+def test_a_lone_surrogate_is_accepted_and_encoded_back_as_an_escape(text: str) -> None:
+    """Decision: accepted, as json.loads does (a JS agent cutting a string mid-pair sends this)."""
+    value = jsonrpc.decode_line(text.encode())
+    assert value == json.loads(text)
+    line = jsonrpc.encode_message({"v": value})
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert line.isascii()  # valid UTF-8 on the wire: the surrogate stays escaped
+    assert json.loads(line) == {"v": value}
+
+
+def golden_lines() -> list[Path]:
+    files = sorted(GOLDEN_DIR.glob("*.json"))
+    assert files
+    return files
+
+
+@pytest.mark.parametrize("path", golden_lines(), ids=lambda p: p.name)
+def test_every_golden_acp_message_decodes_as_json_loads_decodes_it(path: Path) -> None:
+    line = json.dumps(json.loads(path.read_bytes()), separators=(",", ":"), ensure_ascii=False)
+    assert repr(jsonrpc.decode_line(line.encode())) == repr(json.loads(line))
+    assert jsonrpc.decode_line(path.read_bytes()) == json.loads(path.read_bytes())
+
+
+_JSONISH = '[]{}",:0123456789.eE+-tfrunalsINy\\u '
+
+
+@given(st.binary(max_size=40) | st.text(alphabet=_JSONISH).map(str.encode))
+def test_any_line_decodes_like_json_loads_or_is_a_framing_error(line: bytes) -> None:
+    try:
+        expected = ("ok", repr(_stdlib(line)))
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError included
+        expected = ("error", "")
+    try:
+        got = ("ok", repr(jsonrpc.decode_line(line)))
+    except FramingError:
+        got = ("error", "")
+    assert got == expected
