@@ -14,44 +14,64 @@ from __future__ import annotations
 
 import logging
 import signal
-import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskStatus
 
 from acp_bridge.client.connection import AgentConnection
-from acp_bridge.client.events import AgentStarted
+from acp_bridge.client.events import AgentStarted, LifecycleEvent
+from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.restore import restore_session
+from acp_bridge.client.session import Session
 from acp_bridge.errors import BridgeError, FramingError, SpawnError
 from acp_bridge.process import killer
 from acp_bridge.process.launcher import AgentProcess, open_agent
-from acp_bridge.process.policy import Decision, ExitRecord
+from acp_bridge.process.policy import ExitRecord
+from acp_bridge.process.spec import AgentSpec
 from acp_bridge.process.watchdog import WatchdogLimits, watch_rss
 from acp_bridge.rpc.peer import JsonRpcPeer
 
-if TYPE_CHECKING:
-    from acp_bridge.client.supervisor import SupervisedAgent
-
-__all__ = ["ExitCallback", "Generation"]
+__all__ = ["Generation", "GenerationHost"]
 
 log = logging.getLogger(__name__)
 
-ExitCallback = Callable[[ExitRecord, int], Awaitable[Decision]]
-"""``on_exit(record, pid)``: the supervisor decides, reports and fails the turns in flight."""
+
+class GenerationHost(Protocol):
+    """What a generation needs from its supervisor, and nothing more."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def spec(self) -> AgentSpec: ...
+    @property
+    def options(self) -> ClientOptions: ...
+    @property
+    def sessions(self) -> list[Session]: ...
+
+    def client_capabilities(self) -> dict[str, Any]: ...
+    def client_info(self) -> dict[str, Any]: ...
+    def serve(self, peer: JsonRpcPeer, generation: int) -> None:
+        """Register the client-side handlers (updates, permissions, fs, terminals) on ``peer``."""
+
+    def emit(self, event: LifecycleEvent) -> None: ...
+    def rename_session(self, session: Session, new_id: str) -> None: ...
+    def generation_ready(self, number: int, connection: AgentConnection) -> None: ...
+    def generation_ending(self, number: int) -> None: ...
+    async def generation_exited(self, number: int, record: ExitRecord, pid: int) -> None:
+        """Decide and report while the tree is still being reaped, so turns fail at once."""
 
 
 class Generation:
-    def __init__(self, agent: SupervisedAgent, number: int, restoring: bool) -> None:
-        self._agent = agent
-        self._options = agent.options
+    def __init__(self, host: GenerationHost, number: int, restoring: bool) -> None:
+        self._host = host
+        self._options = host.options
         self.number = number
         self._restoring = restoring
         self._process: AgentProcess | None = None
         self._ended = anyio.Event()
         self._reasons: list[str] = []  # why we ended a process that was still running, if we did
-        self._quarantined = False
 
     @property
     def pid(self) -> int | None:
@@ -61,53 +81,51 @@ class Generation:
         """End this process (killed, then restarted by the supervisor's policy)."""
         if self._process is None or self._ended.is_set():
             return
-        self._quarantined = True
         self._reasons.insert(0, reason)
         self._ended.set()
 
-    async def run(
-        self, task_status: TaskStatus[None] | None, on_exit: ExitCallback
-    ) -> tuple[ExitRecord, Decision, bool]:
-        """Serve one process; returns its exit record, the policy's decision, and whether it
-        ever became ready. ``task_status`` is reported started once it is ready.
+    def kill_now(self) -> None:
+        """SIGKILL the whole tree at once (a second signal: stop now, no grace)."""
+        if self._process is not None:
+            self._process.kill_now()
+            self._ended.set()
+
+    async def run(self) -> None:
+        """Serve one process until it ends, and report its exit to the host.
 
         Raises:
             SpawnError: the very first spawn failed (later ones become exit records).
         """
-        agent = self._agent
-        spawned_at = time.monotonic()
+        host = self._host
+        spawned_at = anyio.current_time()
         try:
             async with open_agent(
-                agent.spec,
+                host.spec,
                 base_env=self._options.base_env,
                 stderr_forward=self._options.stderr_forward,
                 shutdown=self._options.shutdown,
             ) as process:
                 self._process = process
-                return await self._serve(process, task_status, spawned_at, on_exit)
+                await self._serve(process, spawned_at)
         except SpawnError as exc:
             if self.number == 1:
                 raise
-            record = ExitRecord(time.monotonic(), 0.0, None, None, str(exc))
-            return record, await on_exit(record, 0), False
+            host.generation_ending(self.number)
+            now = anyio.current_time()
+            await host.generation_exited(
+                self.number, ExitRecord(now, 0.0, None, None, str(exc)), 0
+            )
 
-    async def _serve(
-        self,
-        process: AgentProcess,
-        task_status: TaskStatus[None] | None,
-        spawned_at: float,
-        on_exit: ExitCallback,
-    ) -> tuple[ExitRecord, Decision, bool]:
-        agent = self._agent
+    async def _serve(self, process: AgentProcess, spawned_at: float) -> None:
+        host = self._host
         peer = JsonRpcPeer(
             process.stdout,
             process.stdin,
-            name=agent.name,
+            name=host.name,
             max_line_bytes=self._options.max_line_bytes,
         )
-        agent.handlers.register(peer)
-        connection = AgentConnection(peer, name=agent.name)
-        was_ready = False
+        host.serve(peer, self.number)
+        connection = AgentConnection(peer, name=host.name)
         async with anyio.create_task_group() as tg:
             await tg.start(peer.run)
             tg.start_soon(self._end_when, peer.wait_closed)
@@ -117,31 +135,27 @@ class Generation:
             try:
                 await self._start(connection, process)
             except (BridgeError, TimeoutError) as exc:
-                log.warning("%s: start failed: %s", agent.name, exc)
+                log.warning("%s: start failed: %s", host.name, exc)
                 self._reasons.append(_start_failure_reason(exc))
                 self._ended.set()
             else:
-                was_ready = True
-                agent.attach(connection)
-                if task_status is not None:
-                    task_status.started()
+                if not self._ended.is_set():
+                    host.generation_ready(self.number, connection)
             await self._ended.wait()
-            agent.detach()
+            host.generation_ending(self.number)
             record = await self._exit_record(process, peer, spawned_at)
             tg.cancel_scope.cancel()
-        return record, await on_exit(record, process.pid), was_ready
+        await host.generation_exited(self.number, record, process.pid)
 
     async def _start(self, connection: AgentConnection, process: AgentProcess) -> None:
-        agent = self._agent
+        host = self._host
         with anyio.fail_after(self._options.startup_timeout_s):
-            init = await connection.initialize(
-                agent.handlers.client_capabilities(), agent.handlers.client_info()
-            )
+            init = await connection.initialize(host.client_capabilities(), host.client_info())
             if self._options.auth_method is not None:
                 await connection.authenticate(self._options.auth_method)
-        agent.emit(
+        host.emit(
             AgentStarted(
-                agent.name,
+                host.name,
                 process.pid,
                 init.agent_info.dump() if init.agent_info else None,
                 init.protocol_version,
@@ -150,8 +164,8 @@ class Generation:
         )
         if self._restoring:
             with anyio.fail_after(self._options.restore_timeout_s):
-                for session in agent.sessions:
-                    await restore_session(agent, connection, session)
+                for session in host.sessions:
+                    await restore_session(host, connection, session)
 
     async def _end_when(self, wait: Callable[[], Awaitable[object]]) -> None:
         await wait()
@@ -182,8 +196,8 @@ class Generation:
         status = process.exit_status
         described = status.describe() if status else "did not exit"
         return ExitRecord(
-            at_s=time.monotonic(),
-            uptime_s=time.monotonic() - spawned_at,
+            at_s=anyio.current_time(),
+            uptime_s=anyio.current_time() - spawned_at,
             returncode=status.returncode if status else None,
             signal=status.signal if status else None,
             reason=f"{reasons[0]} ({described})" if reasons else described,

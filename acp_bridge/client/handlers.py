@@ -9,20 +9,20 @@ the enabled capabilities. Capabilities that are off are neither advertised nor s
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from acp_bridge.client.events import PermissionDecided
 from acp_bridge.client.fs import FileSystemAccess
+from acp_bridge.client.options import ClientOptions
+from acp_bridge.client.session import Session
 from acp_bridge.client.terminal import TerminalManager
 from acp_bridge.rpc.peer import JsonRpcPeer
 from acp_bridge.wire.client_methods import RequestPermissionRequest, RequestPermissionResponse
-
-if TYPE_CHECKING:
-    from acp_bridge.client.supervisor import SupervisedAgent
 
 __all__ = ["ClientHandlers"]
 
@@ -30,9 +30,17 @@ log = logging.getLogger(__name__)
 
 
 class ClientHandlers:
-    def __init__(self, agent: SupervisedAgent) -> None:
-        self._agent = agent
-        options = agent.options
+    """Serves the agent's requests; it sees sessions only through ``find_session``."""
+
+    def __init__(
+        self,
+        agent_name: str,
+        options: ClientOptions,
+        find_session: Callable[[str], Session | None],
+    ) -> None:
+        self._name = agent_name
+        self._options = options
+        self._find_session = find_session
         self._fs = (
             FileSystemAccess(
                 self._roots, allow_read=options.allow_fs_read, allow_write=options.allow_fs_write
@@ -47,11 +55,11 @@ class ClientHandlers:
         )
 
     def client_info(self) -> dict[str, Any]:
-        options = self._agent.options
+        options = self._options
         return {"name": options.client_name, "version": options.client_version}
 
     def client_capabilities(self) -> dict[str, Any]:
-        options = self._agent.options
+        options = self._options
         return {
             "fs": {
                 "readTextFile": options.allow_fs_read,
@@ -68,7 +76,12 @@ class ClientHandlers:
         if self._terminals is not None:
             await self._terminals.aclose()
 
-    def register(self, peer: JsonRpcPeer) -> None:
+    async def end_generation(self, generation: int) -> None:
+        """Process ``generation`` is gone: its terminals die with it (bounded)."""
+        if self._terminals is not None:
+            await self._terminals.end_generation(generation)
+
+    def register(self, peer: JsonRpcPeer, generation: int) -> None:
         peer.on_notification("session/update", self.on_update)
         peer.on_request("session/request_permission", self.on_permission)
         if self._fs is not None:
@@ -77,7 +90,7 @@ class ClientHandlers:
             if self._fs.allow_write:
                 peer.on_request("fs/write_text_file", self._fs.write_text_file)
         if self._terminals is not None:
-            terminals = self._terminals
+            terminals = self._terminals.for_generation(generation)
             peer.on_request("terminal/create", terminals.create)
             peer.on_request("terminal/output", terminals.output)
             peer.on_request("terminal/wait_for_exit", terminals.wait_for_exit)
@@ -88,9 +101,10 @@ class ClientHandlers:
         if not isinstance(params, dict):
             return
         update = params.get("update")
-        session = self._agent.session(params.get("sessionId"))  # type: ignore[arg-type]
+        session_id = params.get("sessionId")
+        session = self._find_session(session_id) if isinstance(session_id, str) else None
         if session is None or not isinstance(update, dict):
-            log.debug("%s: update for an unknown session dropped", self._agent.name)
+            log.debug("%s: update for an unknown session dropped", self._name)
             return
         session.updates_seen += 1
         if session.replay is not None:
@@ -101,6 +115,7 @@ class ClientHandlers:
             turn is not None
             and not turn.is_answered
             and not turn.is_done
+            and not turn.is_closed
             and update.get("messageId") not in session.fenced_message_ids
         ):
             await turn.deliver_update(update)
@@ -109,8 +124,8 @@ class ClientHandlers:
 
     async def on_permission(self, params: Any) -> dict[str, Any]:
         request = RequestPermissionRequest.parse(params)  # malformed: the peer answers -32602
-        session = self._agent.session(request.session_id)
-        policy = self._agent.options.permission
+        session = self._find_session(request.session_id)
+        policy = self._options.permission
         scope = anyio.CancelScope()
         if session is not None:
             session.permission_scopes.add(scope)
@@ -137,9 +152,9 @@ class ClientHandlers:
         return response.dump()
 
     def _roots(self, session_id: str) -> list[Path] | None:
-        session = self._agent.session(session_id)
+        session = self._find_session(session_id)
         return session.roots if session is not None else None
 
     def _cwd(self, session_id: str) -> Path | None:
-        session = self._agent.session(session_id)
+        session = self._find_session(session_id)
         return session.cwd if session is not None else None

@@ -40,6 +40,9 @@ class ClientOptions:
     """Restoring all sessions after a restart (a ``session/load`` replays whole histories)."""
     cancel_grace_s: float = 5.0
     """After ``session/cancel``, how long the agent gets to answer before it is quarantined."""
+    cancel_write_timeout_s: float = 1.0
+    """Writing ``session/cancel`` may take this long; longer means the agent stopped reading
+    its stdin, which counts as no answer (quarantine)."""
     quarantine_wait_s: float = 10.0
     """How long ending a quarantined turn waits for the process to be gone and reported."""
     exit_report_timeout_s: float = 2.0

@@ -11,23 +11,29 @@ After a restore, the config options and mode the caller chose are applied again.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from acp_bridge.client.connection import AgentConnection
-from acp_bridge.client.events import SessionReplaced, SessionRestored
+from acp_bridge.client.events import LifecycleEvent, SessionReplaced, SessionRestored
 from acp_bridge.client.session import Session
 from acp_bridge.errors import LocalProtocolError, RemoteProtocolError, RpcError
 
-if TYPE_CHECKING:
-    from acp_bridge.client.supervisor import SupervisedAgent
+__all__ = ["RestoreHost", "restore_session"]
 
-__all__ = ["restore_session"]
+
+class RestoreHost(Protocol):
+    """What a restore needs from the supervisor: its name, its events, re-keying a session."""
+
+    @property
+    def name(self) -> str: ...
+    def emit(self, event: LifecycleEvent) -> None: ...
+    def rename_session(self, session: Session, new_id: str) -> None: ...
 
 log = logging.getLogger(__name__)
 
 
 async def restore_session(
-    agent: SupervisedAgent, connection: AgentConnection, session: Session
+    agent: RestoreHost, connection: AgentConnection, session: Session
 ) -> None:
     """Restore ``session`` on ``connection``'s process (see the module docstring).
 
@@ -73,7 +79,7 @@ async def restore_session(
 
 
 async def _reapply_choices(
-    agent: SupervisedAgent, connection: AgentConnection, session: Session
+    agent: RestoreHost, connection: AgentConnection, session: Session
 ) -> None:
     try:
         if session.mode_id is not None:

@@ -7,29 +7,61 @@ servers, additional directories, the config options and mode chosen).
 
 At most one prompt is in flight per session: a second ``prompt()`` waits for the first turn to
 end, in the order the calls were made.
+
+A turn's lifecycle is its :class:`~acp_bridge.client.turn_machine.TurnMachine`; the session
+performs its actions (:meth:`Session.perform`): send ``session/cancel`` within a bound, wait out
+the grace window, quarantine the agent. The session layer's driver performs the same machine
+through the same method, so a turn has one grace window, whoever cancels it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
 from acp_bridge.client.connection import AgentConnection
+from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.turn import Turn
+from acp_bridge.client.turn_machine import (
+    CancelRequested,
+    CancelUnwritable,
+    Quarantine,
+    SendCancel,
+    Tick,
+    TurnAction,
+    TurnTimings,
+)
 from acp_bridge.errors import LocalProtocolError, ResourceClosedError
 from acp_bridge.wire.acp import PromptResponse, SessionModeState
 from acp_bridge.wire.base import WireModel
 
-if TYPE_CHECKING:
-    from acp_bridge.client.supervisor import SupervisedAgent
+__all__ = ["Content", "Session", "SessionHost", "to_blocks"]
 
-__all__ = ["Content", "Session", "to_blocks"]
+_T = TypeVar("_T")
+
+
+class SessionHost(Protocol):
+    """What a session needs from its supervised agent, and nothing more."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def options(self) -> ClientOptions: ...
+
+    async def call(self, method: Callable[..., Awaitable[_T]], *args: Any) -> _T: ...
+    async def start_turn(
+        self, session: Session, turn: Turn, blocks: list[dict[str, Any]]
+    ) -> None: ...
+    async def cancel_turn(self, session: Session) -> None: ...
+    async def quarantine(self, reason: str) -> None: ...
+    async def close_session(self, session: Session) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +83,7 @@ class Session:
 
     def __init__(
         self,
-        agent: SupervisedAgent,
+        agent: SessionHost,
         session_id: str,
         cwd: Path,
         mcp_servers: Sequence[dict[str, Any]],
@@ -115,17 +147,22 @@ class Session:
         finally:
             await self.end(turn)
 
-    async def begin(self, content: Content) -> Turn:
+    async def begin(self, content: Content, timings: TurnTimings | None = None) -> Turn:
         """Start a turn (waiting for this session's previous turn); pair with :meth:`end`.
+
+        ``timings`` bound the turn (idle and turn deadlines); the grace window defaults to the
+        agent's ``cancel_grace_s``.
 
         Raises:
             RestartLimitError: the agent is gone for good.
         """
         blocks = to_blocks(content)
+        options = self._agent.options
+        timings = timings or TurnTimings(cancel_grace_s=options.cancel_grace_s)
         await self._turn_lock.acquire()
         try:
             self._check_open()
-            turn = Turn(self.id, buffer=self._agent.options.turn_buffer)
+            turn = Turn(self.id, buffer=options.turn_buffer, timings=timings)
             try:
                 await self._agent.start_turn(self, turn, blocks)
             except BaseException:
@@ -138,26 +175,48 @@ class Session:
         return turn
 
     async def end(self, turn: Turn) -> None:
-        """Finish with ``turn``. One the agent has not answered yet is cancelled; an agent that
-        does not answer within ``cancel_grace_s`` is quarantined. Bounded; never raises."""
+        """Finish with ``turn``. One still open is cancelled through its machine (one grace
+        window; quarantine when the agent does not answer). Bounded; never raises."""
         try:
             with anyio.CancelScope(shield=True):
-                if not turn.is_done:
-                    await self._agent.cancel_turn(self)
-                    with anyio.move_on_after(self._agent.options.cancel_grace_s):
-                        await turn.wait_quietly()
-                if not turn.is_done:
-                    grace = self._agent.options.cancel_grace_s
-                    await self._agent.quarantine(
-                        f"it did not answer a cancelled prompt within {grace:g} s"
-                    )
-                    with anyio.move_on_after(self._agent.options.quarantine_wait_s):
-                        await turn.wait_quietly()
+                if not turn.is_closed:
+                    await self.cancel_and_close(turn, "the caller left the turn before it ended")
                 turn.close()
                 self.fenced_message_ids = turn.message_ids
         finally:
             self._turn = None
             self._turn_lock.release()
+
+    async def cancel_and_close(self, turn: Turn, reason: str) -> None:
+        """Cancel ``turn`` and perform its machine until it closes: the answer, an error, or
+        the grace window (then the agent is quarantined). Bounded by the grace window, the
+        cancel write bound and the quarantine wait."""
+        machine = turn.machine
+        await self.perform(turn, machine.handle(CancelRequested(reason, anyio.current_time())))
+        while not turn.is_closed:
+            deadline = machine.next_deadline()
+            wait_s = math.inf if deadline is None else deadline - anyio.current_time()
+            with anyio.move_on_after(max(0.0, wait_s)):
+                await turn.wait_quietly()
+            if not turn.is_closed:
+                await self.perform(turn, machine.handle(Tick(anyio.current_time())))
+
+    async def perform(self, turn: Turn, actions: list[TurnAction]) -> None:
+        """Carry out what ``turn``'s machine decided (ArmGrace and Close need nothing here:
+        whoever runs the turn reads the machine's next deadline and state)."""
+        for action in actions:
+            if isinstance(action, SendCancel):
+                with anyio.move_on_after(self._agent.options.cancel_write_timeout_s) as scope:
+                    await self._agent.cancel_turn(self)
+                if scope.cancelled_caught:
+                    await self.perform(turn, turn.machine.handle(CancelUnwritable()))
+            elif isinstance(action, Quarantine):
+                log.warning("%s: quarantining the agent: %s", self.id, action.reason)
+                await self._agent.quarantine(action.reason)
+                # The exit report fails the turn's agent side; wait for it, bounded, so the
+                # next prompt goes to the restored session, not the dying process.
+                with anyio.move_on_after(self._agent.options.quarantine_wait_s):
+                    await turn.wait_quietly()
 
     async def run(self, content: Content) -> PromptResponse:
         """Prompt and wait for the end, ignoring the events."""
@@ -166,9 +225,12 @@ class Session:
 
     async def cancel(self) -> None:
         """Cancel the running turn (``session/cancel``); pending permission requests are answered
-        ``cancelled``. The turn ends when the agent answers; a no-op when nothing runs."""
-        if self._turn is not None and not self._turn.is_done:
-            await self._agent.cancel_turn(self)
+        ``cancelled``. The turn ends when the agent answers, within the grace window (run by
+        whoever holds the turn: :meth:`end` or the driver); a no-op when nothing runs."""
+        turn = self._turn
+        if turn is not None and not turn.is_closed:
+            now = anyio.current_time()
+            await self.perform(turn, turn.machine.handle(CancelRequested("cancelled", now)))
 
     async def quarantine(self, reason: str) -> None:
         """Kill the agent's process tree and restart it; the session is restored before the

@@ -16,7 +16,6 @@ not restored yet. A call cut short by the process's death raises the
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,6 +25,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from acp_bridge.client.condition import Condition
 from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.events import (
     AgentExited,
@@ -37,6 +37,23 @@ from acp_bridge.client.events import (
 from acp_bridge.client.exit_report import history_lines, startup_failure, turn_failure
 from acp_bridge.client.generation import Generation
 from acp_bridge.client.handlers import ClientHandlers
+from acp_bridge.client.lifecycle import (
+    AgentLifecycle,
+    AgentState,
+    CloseRequested,
+    DelayElapsed,
+    FailFirstStart,
+    GenerationEnding,
+    GenerationExited,
+    GenerationReady,
+    GiveUpNow,
+    LifecycleAction,
+    LifecycleInput,
+    ReportExit,
+    ReviveRequested,
+    StartAfter,
+    StartGeneration,
+)
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.session import Session
 from acp_bridge.client.turn import Turn
@@ -49,8 +66,9 @@ from acp_bridge.errors import (
     RestartLimitError,
     RpcError,
 )
-from acp_bridge.process.policy import Decision, ExitRecord, GiveUp, format_exit_history
+from acp_bridge.process.policy import ExitRecord, format_exit_history
 from acp_bridge.process.spec import AgentSpec
+from acp_bridge.rpc.peer import JsonRpcPeer
 from acp_bridge.wire.acp import PromptResponse, SessionInfo
 
 __all__ = ["SupervisedAgent", "open_supervised_agent"]
@@ -61,37 +79,46 @@ _T = TypeVar("_T")
 
 
 class SupervisedAgent:
-    """An ACP agent kept alive across crashes. Use :func:`open_supervised_agent`."""
+    """An ACP agent kept alive across crashes. Use :func:`open_supervised_agent`.
+
+    Its lifecycle is an :class:`~acp_bridge.client.lifecycle.AgentLifecycle`: this class only
+    performs the machine's actions and wakes waiters through one :class:`Condition` after
+    every transition.
+    """
 
     def __init__(self, spec: AgentSpec, options: ClientOptions, task_group: TaskGroup) -> None:
         self.spec = spec
         self.name = spec.name
         self.options = options
         self._task_group = task_group
-        self._handlers = ClientHandlers(self)
+        self._handlers = ClientHandlers(self.name, options, self.session)
         self._sessions: dict[str, Session] = {}
+        self._lifecycle = AgentLifecycle()
+        self._changed = Condition()
         self._connection: AgentConnection | None = None
-        self._ready = anyio.Event()
-        self._failed: BaseException | None = None
-        self._closing = False
-        self._history: list[ExitRecord] = []
-        self._generation = 0
         self._current: Generation | None = None
-        self._lifetime_over = anyio.Event()
-        self._exit_failures: dict[int, AgentExitedError] = {}
-        self._exit_known: dict[int, anyio.Event] = {}
+        self._gave_up: RestartLimitError | None = None
+        self._start_failure: AgentStartupError | None = None
+        self._exit_errors: dict[int, AgentExitedError] = {}
+        self._started: TaskStatus[None] | None = None
+        self._restart_delays: dict[int, tuple[int, float]] = {}
+        self._lifetime = anyio.Lock()  # one generation loop at a time (a revive waits its turn)
         self._events = EventHub(agent_name=self.name)
 
     def __repr__(self) -> str:
-        state = "failed" if self._failed else "ready" if self._ready.is_set() else "starting"
-        return f"<SupervisedAgent {self.name!r} [{state}, generation {self._generation}]>"
+        machine = self._lifecycle
+        return f"<SupervisedAgent {self.name!r} [{machine.state.value}, generation {machine.generation}]>"
 
     # -- state --------------------------------------------------------------------------------
 
     @property
+    def state(self) -> AgentState:
+        return self._lifecycle.state
+
+    @property
     def generation(self) -> int:
         """How many processes have been started (1 before any restart)."""
-        return self._generation
+        return self._lifecycle.generation
 
     @property
     def pid(self) -> int | None:
@@ -104,11 +131,11 @@ class SupervisedAgent:
     @property
     def is_failed(self) -> bool:
         """The restart policy gave up (see :meth:`revive`)."""
-        return self._failed is not None
+        return self._lifecycle.state is AgentState.GAVE_UP
 
     @property
     def is_ready(self) -> bool:
-        return self._ready.is_set() and self._failed is None
+        return self._lifecycle.state is AgentState.READY
 
     @property
     def sessions(self) -> list[Session]:
@@ -126,20 +153,23 @@ class SupervisedAgent:
         return self._connection
 
     async def wait_ready(self) -> AgentConnection:
-        """The current connection, waiting through a restart in progress.
+        """The current connection, waiting through a start or restart in progress.
 
         Raises:
             RestartLimitError: the agent is gone for good (see :meth:`revive`).
             ResourceClosedError: the agent was closed.
         """
         while True:
-            if self._failed is not None:
-                raise self._failed
-            if self._closing:
-                raise ResourceClosedError(f"{self.name} was closed")
-            if self._ready.is_set() and self._connection is not None:
+            state = self._lifecycle.state
+            if state is AgentState.READY:
+                assert self._connection is not None
                 return self._connection
-            await self._ready.wait()
+            if state is AgentState.GAVE_UP:
+                assert self._gave_up is not None
+                raise self._gave_up
+            if state is AgentState.CLOSED:
+                raise self._start_failure or ResourceClosedError(f"{self.name} was closed")
+            await self._changed.wait()
 
     async def call(self, method: Callable[..., Awaitable[_T]], *args: Any) -> _T:
         """``await method(connection, *args)`` on the current process.
@@ -148,22 +178,26 @@ class SupervisedAgent:
         says how it ended (and whether it is being restarted), not a bare connection error.
         """
         connection = await self.wait_ready()
-        generation = self._generation
+        generation = self._lifecycle.generation
         try:
             return await method(connection, *args)
         except (ConnectionClosedError, ResourceClosedError) as exc:
             raise await self.exit_failure(generation) from exc
 
     async def exit_failure(self, generation: int) -> BaseException:
-        """The error describing how process ``generation`` ended, once that is known."""
-        known = self._exit_known.setdefault(generation, anyio.Event())
+        """The error describing how process ``generation`` ended, once that is known (bounded:
+        the exit report of a process that is being killed comes within the kill's bound)."""
         bound = self.options.exit_report_timeout_s + self.options.shutdown.kill_wait_s + 1.0
         with anyio.move_on_after(bound):
-            await known.wait()
-        failure = self._exit_failures.get(generation)
+            while (
+                generation not in self._exit_errors
+                and self._lifecycle.state is not AgentState.CLOSED
+            ):
+                await self._changed.wait()
+        failure = self._exit_errors.get(generation)
         if failure is not None:
             return failure
-        if self._closing:
+        if self._lifecycle.state is AgentState.CLOSED:
             return ResourceClosedError(f"{self.name} was closed")
         return AgentExitedError(f"{self.name} stopped answering", recoverable=True)
 
@@ -290,15 +324,12 @@ class SupervisedAgent:
             # says how the agent ended and whether the session is being restored.
             return
         except BridgeError as exc:
-            await turn.fail(exc)
+            turn.fail_now(exc)
             return
-        await turn.finish(response)
+        turn.finish_now(response)
 
     async def cancel_turn(self, session: Session) -> None:
         """``session/cancel`` for the session's running turn; answer its permission requests."""
-        turn = session.current_turn
-        if turn is not None:
-            turn.cancel_requested = True
         for scope in list(session.permission_scopes):
             scope.cancel()
         connection = self._connection
@@ -315,33 +346,28 @@ class SupervisedAgent:
             self._current.quarantine(reason)
         await anyio.lowlevel.checkpoint()
 
-    # -- called by the running generation ------------------------------------------------
-
-    def attach(self, connection: AgentConnection) -> None:
-        """A process is initialized and its sessions restored: the agent is ready."""
-        self._connection = connection
-        self._ready.set()
-
-    def detach(self) -> None:
-        """The process is ending: calls wait for the next one (the "needs restart" state)."""
-        self._connection = None
-        self._ready = anyio.Event()
+    def kill_now(self) -> None:
+        """SIGKILL the current process tree at once, with no grace (a second signal)."""
+        if self._current is not None:
+            self._current.kill_now()
 
     async def revive(self) -> None:
         """After a give-up: start a fresh agent (new restart budget) and restore the sessions.
 
         Returns at once; calls wait for the new process as they would through a restart.
         """
-        if self._failed is None or self._closing:
-            return
-        await self._lifetime_over.wait()  # the old loop is still stopping its last process
-        self._failed = None
-        self._history.clear()
-        self._ready = anyio.Event()
-        self._lifetime_over = anyio.Event()
-        self._task_group.start_soon(self._run_generations, True)
+        actions = self._handle(ReviveRequested())
+        for action in actions:
+            if isinstance(action, StartGeneration):
+                self._task_group.start_soon(self._run_lifetime, action)
+        await anyio.lowlevel.checkpoint()
 
-    # -- the lifetime loop ------------------------------------------------------------------
+    # -- the lifecycle machine and what performs it ------------------------------------------
+
+    def _handle(self, event: LifecycleInput) -> list[LifecycleAction]:
+        actions = self._lifecycle.handle(event)
+        self._changed.notify_all()
+        return actions
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Supervise until closed or given up; ``started`` once the first process is ready.
@@ -349,45 +375,82 @@ class SupervisedAgent:
         Raises:
             SpawnError, AgentStartupError: the very first start failed.
         """
-        await self._run_generations(False, task_status=task_status)
+        self._started = task_status
+        await self._run_lifetime(StartGeneration(1, restoring=False))
+        if self._start_failure is not None:
+            raise self._start_failure
 
-    async def _run_generations(
-        self, restoring: bool, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        try:
-            await self._supervise(restoring, task_status)
-        finally:
-            self._lifetime_over.set()
+    async def _run_lifetime(self, first: StartGeneration) -> None:
+        """Generations one after another, as the machine decides, until it stops starting them."""
+        async with self._lifetime:  # a revive waits for the last loop to reap its process
+            start: StartGeneration | None = first
+            while start is not None:
+                generation = Generation(self, start.number, start.restoring)
+                self._current = generation
+                await generation.run()
+                start = await self._after_exit(start.number)
 
-    async def _supervise(self, restoring: bool, task_status: TaskStatus[None]) -> None:
-        reported_ready = False
-        while True:
-            self._generation += 1
-            generation = Generation(self, self._generation, restoring)
-            self._current = generation
-            record, decision, was_ready = await generation.run(
-                None if reported_ready else task_status, self._on_exit
-            )
-            if self._closing:
-                return
-            if was_ready:
-                reported_ready = True
-            elif not reported_ready and not restoring:
-                # The very first start failed: the caller of open_supervised_agent hears it.
-                raise AgentStartupError(startup_failure(self.name, record))
-            restoring = True
-            if isinstance(decision, GiveUp):
-                return
-            self.emit(AgentRestarting(self.name, decision.attempt, decision.delay_s))
-            await anyio.sleep(decision.delay_s)
+    async def _after_exit(self, number: int) -> StartGeneration | None:
+        report = self._lifecycle.exits.get(number)
+        if report is None or not report.will_restart:
+            return None
+        delay = self._restart_delays.pop(number, None)
+        if delay is None:
+            return None
+        attempt, delay_s = delay
+        self.emit(AgentRestarting(self.name, attempt, delay_s))
+        await anyio.sleep(delay_s)
+        for action in self._handle(DelayElapsed(number)):
+            if isinstance(action, StartGeneration):
+                return action
+        return None
 
-    async def _on_exit(self, record: ExitRecord, pid: int) -> Decision:
+    # -- called by the running generation (GenerationHost) -----------------------------------
+
+    def client_capabilities(self) -> dict[str, Any]:
+        return self._handlers.client_capabilities()
+
+    def client_info(self) -> dict[str, Any]:
+        return self._handlers.client_info()
+
+    def serve(self, peer: JsonRpcPeer, generation: int) -> None:
+        self._handlers.register(peer, generation)
+
+    def generation_ready(self, number: int, connection: AgentConnection) -> None:
+        """Generation ``number`` initialized and restored every session: the agent is ready."""
+        self._connection = connection
+        self._handle(GenerationReady(number))
+        if self._started is not None:
+            started, self._started = self._started, None
+            started.started()
+
+    def generation_ending(self, number: int) -> None:
+        """The process is going away: calls wait for the next one (the "needs restart" state)."""
+        self._connection = None
+        self._handle(GenerationEnding(number))
+
+    async def generation_exited(self, number: int, record: ExitRecord, pid: int) -> None:
         """Decide, report, and fail the turns in flight, while the tree is still being reaped."""
         decision = self.options.restart.decide(
-            [*self._history, record], time.monotonic(), name=self.name
+            [*self._lifecycle.history, record], anyio.current_time(), name=self.name
         )
-        self._history.append(record)
-        will_restart = not self._closing and not isinstance(decision, GiveUp)
+        for action in self._handle(GenerationExited(number, record, decision)):
+            if isinstance(action, ReportExit):
+                await self._report_exit(action, pid)
+            elif isinstance(action, StartAfter):
+                self._restart_delays[number] = (action.attempt, action.delay_s)
+            elif isinstance(action, GiveUpNow):
+                reason, history = action.decision.reason, action.decision.history
+                self._gave_up = RestartLimitError(
+                    f"{reason}\n{format_exit_history(history)}", history=list(history)
+                )
+                self.emit(AgentGaveUp(self.name, reason, history_lines(history)))
+            elif isinstance(action, FailFirstStart):
+                self._start_failure = AgentStartupError(startup_failure(self.name, action.record))
+        await self._handlers.end_generation(number)
+
+    async def _report_exit(self, report: ReportExit, pid: int) -> None:
+        record = report.record
         self.emit(
             AgentExited(
                 self.name,
@@ -396,38 +459,31 @@ class SupervisedAgent:
                 record.signal,
                 record.reason,
                 record.stderr_tail,
-                will_restart,
+                report.will_restart,
             )
         )
-        if isinstance(decision, GiveUp) and not self._closing:
-            self._failed = RestartLimitError(
-                f"{decision.reason}\n{format_exit_history(decision.history)}",
-                history=list(decision.history),
-            )
-            self.emit(AgentGaveUp(self.name, decision.reason, history_lines(decision.history)))
-            self._ready.set()  # wake waiters: they see the failure
-        failure = turn_failure(self.name, record, will_restart, pid)
-        self._exit_failures[self._generation] = failure
-        self._exit_failures.pop(self._generation - 8, None)
-        self._exit_known.setdefault(self._generation, anyio.Event()).set()
-        self._exit_known.pop(self._generation - 8, None)
-        if not self._closing:
-            for session in list(self._sessions.values()):
-                turn = session.current_turn
-                if turn is not None and not turn.is_done:
-                    await turn.fail(failure)
-        return decision
+        failure = turn_failure(self.name, record, report.will_restart, pid)
+        self._exit_errors[report.number] = failure
+        self._exit_errors.pop(report.number - 8, None)
+        self._changed.notify_all()
+        if report.closing:
+            return
+        for session in list(self._sessions.values()):
+            turn = session.current_turn
+            if turn is not None and not turn.is_done:
+                turn.fail_now(failure)
 
     # -- shutdown -----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        self._closing = True
+        self._handle(CloseRequested())
+        closed = ResourceClosedError(f"{self.name} was closed during the turn")
         for session in list(self._sessions.values()):
             turn = session.current_turn
             if turn is not None and not turn.is_done:
-                await turn.fail(ResourceClosedError(f"{self.name} was closed during the turn"))
+                turn.fail_now(closed)
         self._events.close()
-        self._ready.set()
+        await anyio.lowlevel.checkpoint()
 
 
 @asynccontextmanager

@@ -6,9 +6,13 @@ consumer iterates the turn for events; iteration ends when the turn has ended, a
 of the turn. :meth:`Turn.wait` then gives the outcome (or raises the failure), and also drains
 events nobody read, so a caller that only wants the result cannot deadlock the reader.
 
-A turn ends exactly once: by the prompt response, by an error answer, or by a failure of the
-agent. On a failure (or a cancelled stop reason) every tool call the turn left open is closed
-once, as ``failed``, through a :class:`ToolCallClosed` event.
+The turn's lifecycle belongs to its :class:`~acp_bridge.client.turn_machine.TurnMachine`
+(``Turn.machine``): the prompt's answer and failure are fed to it here, a cancel, the grace
+window and a quarantine by whoever runs the turn (``Session.end`` or the session layer's
+driver). The *agent's* side of the turn ends exactly once, synchronously (:meth:`finish_now` or
+:meth:`fail_now`; the second is ignored), so no answer can land between a check and a write.
+The closing of tool calls the turn left open goes to a small tail that the consumer reads after
+the buffered events: ending a turn never waits for a slow consumer.
 """
 
 from __future__ import annotations
@@ -16,13 +20,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import time
 from typing import Any
 
 import anyio
 
 from acp_bridge.client.events import PermissionDecided, ToolCallClosed, TurnEvent, UpdateReceived
 from acp_bridge.client.toolcalls import ToolCallTracker
+from acp_bridge.client.turn_machine import (
+    PromptAnswered,
+    PromptFailed,
+    TurnMachine,
+    TurnState,
+    TurnTimings,
+)
+from acp_bridge.errors import AgentExitedError
 from acp_bridge.wire.acp import PromptResponse
 
 __all__ = ["Turn"]
@@ -33,28 +44,31 @@ log = logging.getLogger(__name__)
 class Turn:
     """A prompt turn in progress. Iterate it for :data:`TurnEvent` s; :meth:`wait` for the end."""
 
-    def __init__(self, session_id: str, *, buffer: int = 256) -> None:
+    def __init__(
+        self, session_id: str, *, buffer: int = 256, timings: TurnTimings | None = None
+    ) -> None:
         self.session_id = session_id
         self._send, self._receive = anyio.create_memory_object_stream[TurnEvent](
             buffer if buffer > 0 else math.inf
         )
+        self._tail: list[TurnEvent] = []
         self._tool_calls = ToolCallTracker()
-        self._done = anyio.Event()
+        self._ended = anyio.Event()
         self._response: PromptResponse | None = None
         self._failure: BaseException | None = None
-        self._started_at = time.monotonic()
+        started_at = anyio.current_time()
+        self._started_at = started_at
+        self.machine = TurnMachine(timings or TurnTimings(), now=started_at)
+        """The turn's one owner: cancel, grace window, quarantine and the outcome."""
         self.duration_s: float | None = None
         self.update_count = 0
         self._message_ids: set[str] = set()
         self._answered = False
-        self.cancel_requested = False
-        """Set when the bridge sent ``session/cancel``: open tool calls close whatever the
-        agent answers (agents often answer a cancel with ``end_turn``)."""
 
     def __repr__(self) -> str:
         state = (
             "running"
-            if not self._done.is_set()
+            if not self._ended.is_set()
             else (f"failed: {self._failure}" if self._failure else f"ended: {self.stop_reason}")
         )
         return f"<Turn session={self.session_id!r} [{state}, {self.update_count} updates]>"
@@ -73,15 +87,27 @@ class Turn:
         except anyio.WouldBlock:
             pass
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
+            return self._next_from_tail()
         try:
             return await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
+            return self._next_from_tail()
+
+    def _next_from_tail(self) -> TurnEvent:
+        if self._tail:
+            return self._tail.pop(0)
+        raise StopAsyncIteration
 
     @property
     def is_done(self) -> bool:
-        return self._done.is_set()
+        """The agent's side of the turn ended (answered, failed, or the agent is gone)."""
+        return self._ended.is_set()
+
+    @property
+    def is_closed(self) -> bool:
+        """The turn's machine closed it (for the caller the turn is over, whatever the agent
+        does next)."""
+        return self.machine.state is TurnState.CLOSED
 
     @property
     def stop_reason(self) -> str | None:
@@ -101,20 +127,20 @@ class Turn:
         return self._response
 
     async def wait_quietly(self) -> None:
-        """Wait for the end, discarding unread events; the outcome stays for :meth:`wait`."""
-        if self._done.is_set():
-            return
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._discard_unread)
-            await self._done.wait()
-            tg.cancel_scope.cancel()
+        """Wait for the end, discarding unread events; the outcome stays for :meth:`wait`.
 
-    async def _discard_unread(self) -> None:
-        try:
-            async for _event in self._receive:
+        Discards in the waiting task itself: no helper task, one wait per buffer-full."""
+        while not self._ended.is_set():
+            try:
+                while True:
+                    self._receive.receive_nowait()
+            except anyio.WouldBlock:
                 pass
-        except anyio.ClosedResourceError:
-            pass
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                break
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
+                await self._receive.receive()
+        await self._ended.wait()
 
     # -- the bridge's side ------------------------------------------------------------------
 
@@ -128,7 +154,7 @@ class Turn:
 
     async def deliver_update(self, raw_update: dict[str, Any]) -> None:
         """Hand one update of this turn to the caller (waits while the buffer is full)."""
-        if self._done.is_set() or not self._tool_calls.observe(raw_update):
+        if self._ended.is_set() or not self._tool_calls.observe(raw_update):
             log.debug("dropped an update after its turn or tool call closed")
             return
         self.update_count += 1
@@ -143,29 +169,31 @@ class Turn:
         return frozenset(self._message_ids)
 
     async def deliver_permission(self, decision: PermissionDecided) -> None:
-        if not self._done.is_set():
+        if not self._ended.is_set():
             await self._emit(decision)
 
-    async def finish(self, response: PromptResponse) -> None:
-        """The agent answered the prompt. A ``cancelled`` answer closes open tool calls."""
-        if self._done.is_set():
+    def finish_now(self, response: PromptResponse) -> None:
+        """The agent answered the prompt. A ``cancelled`` answer, or any answer to a cancel,
+        closes the open tool calls. Ignored once the turn ended."""
+        if self._ended.is_set():
             return
         self._response = response
-        if response.is_cancelled() or self.cancel_requested:
-            await self._close_tool_calls("the turn was cancelled")
+        cancelled = self.machine.cancel_reason is not None
+        if response.is_cancelled() or cancelled:
+            self._tail.extend(self.close_tool_calls("the turn was cancelled"))
         self._end()
+        self.machine.handle(PromptAnswered(str(response.stop_reason)))
 
-    async def fail(self, failure: BaseException) -> None:
-        """The turn ended without an answer; open tool calls are closed as failed."""
-        if self._done.is_set():
+    def fail_now(self, failure: BaseException) -> None:
+        """The turn ended without an answer; open tool calls are closed as failed. Ignored
+        once the turn ended."""
+        if self._ended.is_set():
             return
         self._failure = failure
-        await self._close_tool_calls(str(failure))
+        self._tail.extend(self.close_tool_calls(str(failure)))
         self._end()
-
-    async def _close_tool_calls(self, reason: str) -> None:
-        for event in self.close_tool_calls(reason):
-            await self._emit(event)
+        recoverable = failure.recoverable if isinstance(failure, AgentExitedError) else True
+        self.machine.handle(PromptFailed(str(failure), recoverable))
 
     def close_tool_calls(self, reason: str) -> list[ToolCallClosed]:
         """Close the open tool calls now (once: they are never closed or updated again)."""
@@ -184,18 +212,22 @@ class Turn:
                 await self._send.send(event)
 
     def _end(self) -> None:
-        self.duration_s = time.monotonic() - self._started_at
+        self.duration_s = anyio.current_time() - self._started_at
         self._send.close()
-        self._done.set()
+        self._ended.set()
 
     def take_buffered(self) -> list[TurnEvent]:
-        """The events buffered right now, without waiting."""
+        """The events buffered right now (and the closing tail), without waiting."""
         events: list[TurnEvent] = []
         while True:
             try:
                 events.append(self._receive.receive_nowait())
             except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                return events
+                break
+        if self._ended.is_set():
+            events.extend(self._tail)
+            self._tail.clear()
+        return events
 
     def close(self) -> None:
         """Release the event buffer: the caller reads no more events of this turn."""

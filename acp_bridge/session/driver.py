@@ -19,6 +19,7 @@ Fencing the next turn from the last one's late updates (decided here, see edge-c
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -27,25 +28,13 @@ import anyio
 from acp_bridge.client.events import TurnEvent
 from acp_bridge.client.session import Content, Session
 from acp_bridge.client.turn import Turn
-from acp_bridge.errors import AgentExitedError, BridgeError
-from acp_bridge.session.turn import (
-    ArmGrace,
-    CancelPermissions,
+from acp_bridge.client.turn_machine import (
     CancelRequested,
-    CancelUnwritable,
-    Close,
-    PromptAnswered,
-    PromptFailed,
-    Quarantine,
-    SendCancel,
     Tick,
-    TurnAction,
-    TurnMachine,
     TurnOutcome,
     TurnTimings,
     UpdateArrived,
 )
-from acp_bridge.session.turn import TurnEvent as MachineEvent
 
 __all__ = ["EventSink", "TurnDriver", "TurnPolicy"]
 
@@ -57,33 +46,37 @@ EventSink = Callable[[TurnEvent], Awaitable[None]]
 @dataclass(frozen=True)
 class TurnPolicy:
     timings: TurnTimings = field(default_factory=TurnTimings)
-    cancel_write_timeout_s: float = 1.0
-    """Writing ``session/cancel`` may take this long; longer means the agent is stuck."""
+    """The turn's windows; its ``cancel_grace_s`` is the one grace window of the turn."""
     settle_s: float = 0.05
     settle_max_s: float = 2.0
 
 
 class TurnDriver:
-    """Turns of one session, one at a time."""
+    """Turns of one session, one at a time, each in the calling task: no helper tasks.
+
+    The driver waits for the turn's next event under the machine's next deadline; a deadline
+    becomes a :class:`Tick`, a :meth:`request_cancel` interrupts only that wait (never the
+    delivery of an event), and the session performs what the machine decides.
+    """
 
     def __init__(self, session: Session, policy: TurnPolicy | None = None) -> None:
         self.session = session
         self.policy = policy or TurnPolicy()
-        self._machine: TurnMachine | None = None
+        self._turn: Turn | None = None
         self._pending_cancel: str | None = None
-        self._wake = anyio.Event()
-        self._closed = anyio.Event()
+        self._waiting: anyio.CancelScope | None = None
         self._must_settle = False
 
     @property
     def is_running(self) -> bool:
-        return self._machine is not None and self._machine.outcome is None
+        return self._turn is not None and not self._turn.is_closed
 
     def request_cancel(self, reason: str) -> None:
         """Cancel the running turn (or the one about to start). Idempotent; never blocks."""
         if self._pending_cancel is None:
             self._pending_cancel = reason
-        self._wake.set()
+        if self._waiting is not None:
+            self._waiting.cancel()
 
     async def run(self, content: Content, on_event: EventSink | None = None) -> TurnOutcome:
         """Run one turn to its outcome.
@@ -93,41 +86,63 @@ class TurnDriver:
             ResourceClosedError: the session or agent was closed.
         """
         self._pending_cancel = None
-        self._cancel_fed = False
         if self._must_settle:
             await self._settle()
-        turn = await self.session.begin(content)
-        machine = TurnMachine(self.policy.timings, now=anyio.current_time())
-        self._machine = machine
-        self._closed = anyio.Event()
+        turn = await self.session.begin(content, self.policy.timings)
+        self._turn = turn
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._pump, turn, on_event)
-                tg.start_soon(self._clock, machine)
-                await self._closed.wait()
-                tg.cancel_scope.cancel()
+            await self._drive(turn, on_event)
             if on_event is not None:
                 await self._flush(turn, on_event)
         finally:
+            self._waiting = None
             await self.session.end(turn)
-        outcome = machine.outcome
+        outcome = turn.machine.outcome
         assert outcome is not None
         self._must_settle = outcome.status != "done"
         return outcome
 
-    async def _pump(self, turn: Turn, on_event: EventSink | None) -> None:
-        async for event in turn:
-            await self._feed(UpdateArrived(anyio.current_time()))
+    async def _drive(self, turn: Turn, on_event: EventSink | None) -> None:
+        machine = turn.machine
+        session = self.session
+        watch_idle = machine.timings.idle_timeout_s is not None
+        cancel_fed = False
+        while not turn.is_closed:
+            if self._pending_cancel is not None and not cancel_fed:
+                cancel_fed = True
+                now = anyio.current_time()
+                await session.perform(turn, machine.handle(CancelRequested(self._pending_cancel, now)))
+                continue
+            deadline = machine.next_deadline()
+            with anyio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
+                self._waiting = scope
+                if self._pending_cancel is not None and not cancel_fed:
+                    scope.cancel()  # asked while we performed the last action
+                try:
+                    event = await turn.__anext__()
+                except StopAsyncIteration:
+                    event = None
+            self._waiting = None
+            if scope.cancelled_caught:
+                if self._pending_cancel is None or cancel_fed:
+                    await session.perform(turn, machine.handle(Tick(anyio.current_time())))
+                continue
+            if event is None:
+                # The agent's side ended; its answer or failure closed the machine.
+                await turn.wait_quietly()
+                if not turn.is_closed:
+                    raise AssertionError(f"{turn!r} ended without closing its machine")
+                continue
+            if deadline is not None or watch_idle:
+                # An agent flooding updates never lets the wait block: read the clock per event
+                # while a deadline runs (only then), so a grace window still expires.
+                now = anyio.current_time()
+                if watch_idle:
+                    machine.handle(UpdateArrived(now))
+                if deadline is not None and now >= deadline:
+                    await session.perform(turn, machine.handle(Tick(now)))
             if on_event is not None:
                 await on_event(event)
-        try:
-            response = await turn.wait()
-        except AgentExitedError as exc:
-            await self._feed(PromptFailed(str(exc), exc.recoverable))
-        except BridgeError as exc:
-            await self._feed(PromptFailed(str(exc), True))
-        else:
-            await self._feed(PromptAnswered(str(response.stop_reason)))
 
     async def _flush(self, turn: Turn, on_event: EventSink) -> None:
         """Events the turn buffered after the machine closed it, then (when a quarantine closed
@@ -136,43 +151,6 @@ class TurnDriver:
             await on_event(event)
         for closed in turn.close_tool_calls("the turn was cancelled"):
             await on_event(closed)
-
-    async def _clock(self, machine: TurnMachine) -> None:
-        while True:
-            self._wake = anyio.Event()
-            if self._pending_cancel is not None and not self._cancel_fed:
-                self._cancel_fed = True
-                await self._feed(CancelRequested(self._pending_cancel, anyio.current_time()))
-                continue
-            deadline = machine.next_deadline()
-            if deadline is None:
-                await self._wake.wait()
-                continue
-            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-                await self._wake.wait()
-            await self._feed(Tick(anyio.current_time()))
-
-    async def _feed(self, event: MachineEvent) -> None:
-        machine = self._machine
-        assert machine is not None
-        for action in machine.handle(event):
-            await self._perform(action)
-
-    async def _perform(self, action: TurnAction) -> None:
-        if isinstance(action, SendCancel):
-            with anyio.move_on_after(self.policy.cancel_write_timeout_s) as scope:
-                await self.session.cancel()
-            if scope.cancelled_caught:
-                await self._feed(CancelUnwritable())
-        elif isinstance(action, CancelPermissions):
-            pass  # session.cancel() answers our pending permission requests ``cancelled``
-        elif isinstance(action, ArmGrace):
-            self._wake.set()  # the clock picks up the new deadline
-        elif isinstance(action, Quarantine):
-            log.warning("%s: quarantining the agent: %s", self.session.id, action.reason)
-            await self.session.quarantine(action.reason)
-        elif isinstance(action, Close):
-            self._closed.set()
 
     async def _settle(self) -> None:
         """Wait for the session to be quiet (see the module docstring); bounded."""

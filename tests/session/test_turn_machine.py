@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from acp_bridge.session.turn import (
     ArmGrace,
-    CancelPermissions,
     CancelRequested,
     CancelUnwritable,
     Close,
@@ -36,7 +35,7 @@ def test_an_answer_closes_the_turn_as_done() -> None:
 def test_a_cancel_sends_cancel_answers_permissions_and_arms_the_grace_window() -> None:
     machine = TurnMachine(GRACE, now=10)
     actions = machine.handle(CancelRequested("stop", now=11))
-    assert actions == [SendCancel(), CancelPermissions(), ArmGrace(13.0)]
+    assert actions == [SendCancel(), ArmGrace(13.0)]
     assert machine.next_deadline() == 13.0
 
 

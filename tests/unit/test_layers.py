@@ -28,6 +28,8 @@ PURE_MODULES = [
     "process/spec.py",
     "process/policy.py",
     "client/toolcalls.py",
+    "client/lifecycle.py",
+    "client/turn_machine.py",
     "session/turn.py",
     "conversation/queue.py",
     "conversation/queue_model.py",

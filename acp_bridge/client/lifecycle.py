@@ -1,0 +1,287 @@
+"""The agent lifecycle machine: one supervised agent from its first spawn to its close. Pure.
+
+:class:`AgentLifecycle` decides; :class:`~acp_bridge.client.supervisor.SupervisedAgent`
+performs the actions it returns (start a generation, report an exit, wait out a restart delay,
+give up, fail the first start) and feeds back what happened. No I/O and no clock: the restart
+policy's decision and the exit record come in as inputs.
+
+Theory of operation
+-------------------
+A *generation* is one agent process, numbered from 1. The agent is STARTING while a generation
+spawns, initializes and restores the sessions; READY once it did all three; RESTARTING from the
+moment its process is going away until the next generation starts (the exit is being reported,
+or the policy's delay is running); GAVE_UP when the restart policy gave up; CLOSED for good.
+
+Callers wait for READY through one condition that is notified after every transition: they
+check the state, and if it is not the one they need, they wait and check again. Nothing is
+kept in a swapped event, so a caller that started waiting during generation 2 is woken when
+generation 2 dies before ``initialize`` and again when generation 3 becomes ready.
+
+Transitions (state, event) -> (state, actions)::
+
+    STARTING    GenerationReady(n)      -> READY
+    STARTING    GenerationEnding(n)     -> RESTARTING
+    READY       GenerationEnding(n)     -> RESTARTING
+    RESTARTING  GenerationExited(n)     -> RESTARTING  ReportExit, StartAfter(delay)
+                                        -> GAVE_UP     ReportExit, GiveUp
+                                        -> CLOSED      ReportExit, FailFirstStart
+                                                       (the very first start never got ready)
+    RESTARTING  DelayElapsed(n)         -> STARTING    StartGeneration(n + 1, restoring)
+    GAVE_UP     ReviveRequested         -> STARTING    StartGeneration(n + 1, restoring)
+    (any)       CloseRequested          -> CLOSED
+    CLOSED      GenerationEnding/Exited -> CLOSED      ReportExit (will_restart False)
+    CLOSED      DelayElapsed, Revive... -> CLOSED      (nothing)
+
+``GenerationExited`` may come without ``GenerationEnding`` (a spawn that failed outright): it
+then implies it. An event that names another generation than the current one, or that has no
+transition from the current state, raises :class:`LocalProtocolError`: it is a bug in the
+performer, never something to ignore.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from acp_bridge.errors import LocalProtocolError
+from acp_bridge.process.policy import Decision, ExitRecord, GiveUp, Restart
+
+__all__ = [
+    "AgentLifecycle",
+    "AgentState",
+    "CloseRequested",
+    "DelayElapsed",
+    "FailFirstStart",
+    "GenerationEnding",
+    "GenerationExited",
+    "GenerationReady",
+    "GiveUpNow",
+    "LifecycleAction",
+    "LifecycleInput",
+    "ReportExit",
+    "ReviveRequested",
+    "StartAfter",
+    "StartGeneration",
+]
+
+_EXITS_KEPT = 8
+"""Exit reports kept for callers that ask how a generation ended (older ones are forgotten)."""
+_HISTORY_KEPT = 256
+"""Exits kept for the restart policy: far more than any cap counts (the policy gives up long
+before), so an agent that crashes once a day for years does not grow the bridge."""
+
+
+class AgentState(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    RESTARTING = "restarting"
+    GAVE_UP = "gave up"
+    CLOSED = "closed"
+
+
+# -- inputs (past tense) ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationReady:
+    """Generation ``number`` initialized and restored every session."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationEnding:
+    """Generation ``number``'s process is going away (exited, stdout ended, quarantined...)."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationExited:
+    """How generation ``number`` ended, and what the restart policy decided about it."""
+
+    number: int
+    record: ExitRecord
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class DelayElapsed:
+    """The restart delay after generation ``number`` is over."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseRequested:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ReviveRequested:
+    pass
+
+
+LifecycleInput = (
+    GenerationReady
+    | GenerationEnding
+    | GenerationExited
+    | DelayElapsed
+    | CloseRequested
+    | ReviveRequested
+)
+
+# -- actions (imperative) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StartGeneration:
+    number: int
+    restoring: bool
+    """A restart (or revive): the known sessions are restored before the agent is ready."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportExit:
+    """Tell the caller how generation ``number`` ended; fail its turns in flight unless closing."""
+
+    number: int
+    record: ExitRecord
+    will_restart: bool
+    closing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StartAfter:
+    """Wait ``delay_s``, then feed :class:`DelayElapsed` (restart ``attempt`` of the budget)."""
+
+    number: int
+    attempt: int
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUpNow:
+    """The restart policy gave up: calls fail with its reason until a revive."""
+
+    decision: GiveUp
+
+
+@dataclass(frozen=True, slots=True)
+class FailFirstStart:
+    """The very first process never became ready: the opener hears it, nothing restarts."""
+
+    record: ExitRecord
+
+
+LifecycleAction = StartGeneration | ReportExit | StartAfter | GiveUpNow | FailFirstStart
+
+
+class AgentLifecycle:
+    """One supervised agent's state. Feed inputs to :meth:`handle`; perform what it returns."""
+
+    def __init__(self) -> None:
+        self.state = AgentState.STARTING
+        self.generation = 1
+        self.history: list[ExitRecord] = []
+        """Exits since the last revive, for the restart policy (it trims by its own window)."""
+        self.gave_up: GiveUp | None = None
+        self._ever_ready = False
+        self._revived = False
+        self._exits: dict[int, ReportExit] = {}
+
+    def __repr__(self) -> str:
+        return f"<AgentLifecycle [{self.state.value}, generation {self.generation}]>"
+
+    @property
+    def exits(self) -> Mapping[int, ReportExit]:
+        """How recent generations ended, by number (the last few only)."""
+        return self._exits
+
+    def handle(self, event: LifecycleInput) -> list[LifecycleAction]:
+        state = self.state
+        if isinstance(event, CloseRequested):
+            self.state = AgentState.CLOSED
+            return []
+        if isinstance(event, ReviveRequested):
+            if state is AgentState.GAVE_UP:
+                return self._start_next()
+            return []  # nothing to revive: running, restarting or closed
+        if isinstance(event, GenerationReady):
+            self._check_current(event.number)
+            if state is AgentState.STARTING:
+                self.state = AgentState.READY
+                self._ever_ready = True
+                return []
+            if state is AgentState.CLOSED:
+                return []
+            raise self._no_transition(event)
+        if isinstance(event, GenerationEnding):
+            self._check_current(event.number)
+            if state in (AgentState.STARTING, AgentState.READY):
+                self.state = AgentState.RESTARTING
+                return []
+            if state in (AgentState.RESTARTING, AgentState.CLOSED):
+                return []  # already known to be going away
+            raise self._no_transition(event)
+        if isinstance(event, GenerationExited):
+            self._check_current(event.number)
+            return self._exited(event)
+        # DelayElapsed
+        self._check_current(event.number)
+        if state is AgentState.CLOSED:
+            return []
+        if state is AgentState.RESTARTING and event.number in self._exits:
+            return self._start_next()
+        raise self._no_transition(event)
+
+    def _exited(self, event: GenerationExited) -> list[LifecycleAction]:
+        if self.state is AgentState.CLOSED:
+            return [self._remember(event.record, will_restart=False, closing=True)]
+        if self.state not in (AgentState.STARTING, AgentState.READY, AgentState.RESTARTING):
+            raise self._no_transition(event)
+        if event.number in self._exits:
+            raise self._no_transition(event)  # one exit per generation
+        self.state = AgentState.RESTARTING
+        self.history.append(event.record)
+        del self.history[:-_HISTORY_KEPT]
+        decision = event.decision
+        if not self._ever_ready and not self._revived:
+            self.state = AgentState.CLOSED
+            report = self._remember(event.record, will_restart=False, closing=False)
+            return [report, FailFirstStart(event.record)]
+        if isinstance(decision, Restart):
+            report = self._remember(event.record, will_restart=True, closing=False)
+            return [report, StartAfter(event.number, decision.attempt, decision.delay_s)]
+        self.state = AgentState.GAVE_UP
+        self.gave_up = decision
+        report = self._remember(event.record, will_restart=False, closing=False)
+        return [report, GiveUpNow(decision)]
+
+    def _start_next(self) -> list[LifecycleAction]:
+        if self.state is AgentState.GAVE_UP:
+            self.history.clear()
+            self.gave_up = None
+            self._revived = True
+        self.state = AgentState.STARTING
+        self.generation += 1
+        return [StartGeneration(self.generation, restoring=True)]
+
+    def _remember(self, record: ExitRecord, *, will_restart: bool, closing: bool) -> ReportExit:
+        report = ReportExit(self.generation, record, will_restart, closing)
+        self._exits[self.generation] = report
+        self._exits.pop(self.generation - _EXITS_KEPT, None)
+        return report
+
+    def _check_current(self, number: int) -> None:
+        if number != self.generation:
+            raise LocalProtocolError(
+                f"lifecycle event for generation {number}, but generation {self.generation} "
+                "is the current one"
+            )
+
+    def _no_transition(self, event: LifecycleInput) -> LocalProtocolError:
+        return LocalProtocolError(
+            f"agent lifecycle: no transition from {self.state.value} on {event!r}"
+        )
