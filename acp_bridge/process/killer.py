@@ -23,7 +23,14 @@ import signal
 
 import psutil
 
-__all__ = ["group_members", "living", "signal_group", "signal_processes", "tree_snapshot"]
+__all__ = [
+    "group_members",
+    "is_alive",
+    "living",
+    "signal_group",
+    "signal_processes",
+    "tree_snapshot",
+]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +67,17 @@ def group_members(pgid: int) -> list[psutil.Process]:
         except (ProcessLookupError, psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return members
+
+
+def is_alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (a zombie is dead: it only waits to be reaped).
+
+    For our own child this is safe against pid reuse: its pid stays taken until we reap it.
+    """
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
 
 
 def living(processes: list[psutil.Process]) -> list[psutil.Process]:

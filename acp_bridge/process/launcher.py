@@ -12,6 +12,13 @@ reason: normal exit, an exception, or cancellation), shielded, with every wait b
    exited) gets SIGTERM, then SIGKILL, with the same bounds;
 7. close the pipes.
 
+:meth:`AgentProcess.kill_now` is the "stop now" path (a second Ctrl-C): it SIGKILLs the group and
+every descendant known so far at once, synchronously, and makes a graceful stop that is running
+or comes later skip straight to waiting (bounded) for the kernel to reap the tree.
+
+Nothing is reported as surviving a signal unless it really is alive afterwards: a wait that
+ran out is checked against the process table (a zombie is dead, it just was not reaped yet).
+
 The exit is noticed through ``Process.wait()`` (waitpid), never through EOF on stdout: a
 grandchild that inherited stdout keeps the pipe open long after the agent died.
 
@@ -143,6 +150,10 @@ class AgentProcess:
         self._exit_status: ExitStatus | None = None
         self._shutdown = shutdown
         self._closed = False
+        # Set by kill_now: every wait of the graceful stop ends at once (it has nothing to wait
+        # for any more but the reaping).
+        self._killed = anyio.Event()
+        self._known: list[psutil.Process] = []
         # The exit watcher and the stderr pump must outlive a cancelled caller: shutdown needs
         # both (to see the exit, and so an agent blocked on stderr can exit). They run shielded
         # and are stopped explicitly through this scope once shutdown is over.
@@ -204,6 +215,26 @@ class AgentProcess:
         if self._stderr_forward is not None:
             self._stderr_forward(line)
 
+    @property
+    def was_killed(self) -> bool:
+        """:meth:`kill_now` was called."""
+        return self._killed.is_set()
+
+    def kill_now(self) -> None:
+        """SIGKILL the agent's process group and every descendant known so far, now.
+
+        Synchronous (a psutil snapshot and a few ``kill`` calls; it never waits) and idempotent:
+        a second call signals again whatever is still there, which is harmless. A graceful
+        stop in progress (:meth:`aclose`) or a later one skips its EOF and SIGTERM steps and
+        only waits, bounded by ``kill_wait_s``, for the tree to be reaped.
+        """
+        if not self.has_exited:
+            self._known.extend(killer.tree_snapshot(self.pid))
+        log.info("%s (pid %d): killing its process tree now", self.spec.name, self.pid)
+        killer.signal_group(self.pid, signal.SIGKILL)
+        killer.signal_processes(self._known, signal.SIGKILL)
+        self._killed.set()
+
     async def aclose(self) -> None:
         """Stop the agent and everything it started (see the module docstring). Idempotent."""
         if self._closed:
@@ -213,26 +244,54 @@ class AgentProcess:
             await self._stop()
 
     async def _stop(self) -> None:
-        snapshot = [] if self.has_exited else killer.tree_snapshot(self.pid)
-        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            await self.stdin.aclose()
+        snapshot = [*self._known, *([] if self.has_exited else killer.tree_snapshot(self.pid))]
         bounds = self._shutdown
-        if not await self._exits_within(bounds.stdin_close_grace_s):
+        try:
+            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                with anyio.move_on_after(bounds.stdin_close_grace_s):
+                    await self.stdin.aclose()
+            await self._escalate(bounds)
+            await self._stop_leftovers(snapshot)
+        finally:
+            # Bounded: a grandchild holding stdout or stderr open must not keep us here.
+            with anyio.move_on_after(bounds.kill_wait_s):
+                await self._process.aclose()
+
+    async def _escalate(self, bounds: ShutdownTimeouts) -> None:
+        """EOF, then SIGTERM, then SIGKILL to the group, each with its bounded wait; after
+        :meth:`kill_now` straight to the last wait."""
+        if await self._exits_within(bounds.stdin_close_grace_s):
+            return
+        if not self.was_killed:
             log.info("%s did not exit on EOF; sending SIGTERM", self.spec.name)
             killer.signal_group(self.pid, signal.SIGTERM)
-            if not await self._exits_within(bounds.term_grace_s):
-                log.warning("%s ignored SIGTERM; sending SIGKILL", self.spec.name)
-                killer.signal_group(self.pid, signal.SIGKILL)
-                if not await self._exits_within(bounds.kill_wait_s):
-                    log.error("%s (pid %d) survived SIGKILL", self.spec.name, self.pid)
-        await self._stop_leftovers(snapshot)
-        with anyio.move_on_after(bounds.kill_wait_s):
-            await self._process.aclose()
+            if await self._exits_within(bounds.term_grace_s):
+                return
+        if not self.was_killed:
+            log.warning("%s ignored SIGTERM; sending SIGKILL", self.spec.name)
+        killer.signal_group(self.pid, signal.SIGKILL)
+        if not await self._exits_within(bounds.kill_wait_s, killed=True):
+            log.error("%s (pid %d) survived SIGKILL", self.spec.name, self.pid)
 
-    async def _exits_within(self, seconds: float) -> bool:
+    async def _exits_within(self, seconds: float, *, killed: bool = False) -> bool:
+        """Whether the agent is dead within ``seconds``; after :meth:`kill_now` the wait ends
+        early unless this already is the wait after SIGKILL (``killed``)."""
         with anyio.move_on_after(seconds):
-            await self._exited.wait()
-        return self._exited.is_set()
+            async with anyio.create_task_group() as tg:
+
+                async def exited() -> None:
+                    await self._exited.wait()
+                    tg.cancel_scope.cancel()
+
+                async def hurried() -> None:
+                    await self._killed.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(exited)
+                if not killed:
+                    tg.start_soon(hurried)
+        # The watcher may not have run yet (or at all): the process table has the last word.
+        return self._exited.is_set() or not killer.is_alive(self.pid)
 
     async def _stop_leftovers(self, snapshot: list[psutil.Process]) -> None:
         """Descendants that outlived the agent: in its group, or in the snapshot."""
@@ -254,7 +313,7 @@ class AgentProcess:
                 # Not our children: nothing to waitpid() on, so poll.
                 while self._leftovers(snapshot):  # noqa: ASYNC110
                     await anyio.sleep(_LEFTOVER_POLL_S)
-        if leftovers := self._leftovers(snapshot):
+        if leftovers := self._leftovers(snapshot):  # checked after the wait: really alive
             log.error("%s: %d process(es) survived SIGKILL", self.spec.name, len(leftovers))
 
     def _leftovers(self, snapshot: list[psutil.Process]) -> list[psutil.Process]:
@@ -308,8 +367,12 @@ async def open_agent(
             try:
                 yield agent
             finally:
-                await agent.aclose()
-                agent._background.cancel()
+                try:
+                    await agent.aclose()
+                finally:
+                    # Always, even if the stop failed: the watcher and the pump are shielded
+                    # and would otherwise keep this task group (and our caller) waiting.
+                    agent._background.cancel()
     except BaseExceptionGroup as group:
         # The caller's own exception, raised in the body, comes back wrapped by the task group;
         # hand it back unwrapped when it is alone.

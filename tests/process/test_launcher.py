@@ -156,3 +156,82 @@ async def test_the_environment_can_be_added_to_removed_from_and_allowlisted() ->
     names = agent.stderr_tail()
     assert "'ADDED'" in names and "'KEEP'" in names and "'PATH'" in names
     assert "SECRET" not in names and "OTHER" not in names
+
+
+# -- kill_now: the "stop now" path (a second signal) ----------------------------------------
+
+SLOW_STOP = ShutdownTimeouts(stdin_close_grace_s=30, term_grace_s=30, kill_wait_s=5)
+"""Bounds so long that a test finishing at all proves kill_now cut them short."""
+
+
+async def test_kill_now_kills_the_whole_tree_at_once_and_leaving_does_not_wait() -> None:
+    """Before kill_now existed, leaving open_agent with a lingering agent that ignores SIGTERM
+    always waited out EOF and SIGTERM grace (here 60 s) before SIGKILL."""
+    async with open_liveness() as liveness:
+        spec = fake(
+            "stubborn_agent.py", "--ignore-sigterm", "--fork", "--connect-back", str(liveness.port)
+        )
+        with anyio.fail_after(10):  # far below the 60 s of the graceful sequence
+            async with open_agent(spec, shutdown=SLOW_STOP) as agent:
+                peers = await liveness.accept(2)
+                agent.kill_now()
+                agent.kill_now()  # idempotent
+                await liveness.assert_closed(*peers)
+        status = agent.exit_status
+        assert status is not None and status.signal == signal.SIGKILL
+
+
+async def test_kill_now_during_a_graceful_stop_finishes_it_without_a_false_report(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with open_liveness() as liveness:
+        spec = fake("stubborn_agent.py", "--ignore-sigterm", "--connect-back", str(liveness.port))
+        async with open_agent(spec, shutdown=SLOW_STOP) as agent:
+            (peer,) = await liveness.accept(1)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(agent.aclose)  # now waiting out the 30 s EOF grace
+                await anyio.lowlevel.checkpoint()
+                agent.kill_now()
+                with anyio.fail_after(10):
+                    await liveness.assert_closed(peer)
+                    await agent.wait_exited()
+    assert "survived" not in caplog.text
+    assert "ignored SIGTERM" not in caplog.text  # no step was taken that did not happen
+
+
+async def test_kill_now_reaches_a_grandchild_that_left_the_group() -> None:
+    async with open_liveness() as liveness:
+        spec = fake(
+            "stubborn_agent.py",
+            "--fork",
+            "--setsid-grandchild",
+            "--connect-back",
+            str(liveness.port),
+        )
+        with anyio.fail_after(10):
+            async with open_agent(spec, shutdown=SLOW_STOP) as agent:
+                peers = await liveness.accept(2)
+                agent.kill_now()
+                await liveness.assert_closed(*peers)
+
+
+async def test_leaving_returns_while_an_escaped_grandchild_holds_stderr() -> None:
+    """A grandchild in its own session, orphaned (neither in the group nor in any snapshot),
+    keeps stdout and stderr open: every wait of the shielded stop is bounded and the pump is
+    stopped in a ``finally``, so leaving returns; the grandchild is ours to kill here."""
+    async with open_liveness() as liveness:
+        spec = fake(
+            "forking_agent.py",
+            "--orphan-exit",
+            "--setsid-grandchild",
+            "--connect-back",
+            str(liveness.port),
+        )
+        with anyio.fail_after(20):
+            async with open_agent(spec, shutdown=QUICK) as agent:
+                peers = await liveness.accept(2)
+                await agent.wait_exited()
+        grandchild = next(p for p in peers if p.role == "grandchild")
+        for peer in peers:  # closing its connect-back socket makes the grandchild exit
+            await peer.stream.aclose()
+        assert grandchild.pid != agent.pid
