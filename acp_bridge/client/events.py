@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -169,17 +168,24 @@ TurnEvent = UpdateReceived | PermissionDecided | ToolCallClosed
 class EventHub:
     """Fans lifecycle events out to subscribers and keeps the latest ones.
 
-    Subscriber streams are unbounded: lifecycle events are rare, and an agent must never wait
-    on a listener that stopped reading.
+    An agent must never wait on a listener that stopped reading, so emitting never blocks.
+    Each subscriber buffers up to ``subscriber_buffer`` events (lifecycle events are rare: a
+    restart is a handful, and the restart policy caps restarts). A subscriber whose buffer is
+    full has stopped reading: it is dropped, its stream ends, and a warning says so.
     """
 
-    def __init__(self, *, agent_name: str, keep: int = 1000) -> None:
+    def __init__(
+        self, *, agent_name: str, keep: int = 1000, subscriber_buffer: int = 1024
+    ) -> None:
         self._agent_name = agent_name
+        self._subscriber_buffer = subscriber_buffer
         self._subscribers: list[MemoryObjectSendStream[LifecycleEvent]] = []
         self.log: deque[LifecycleEvent] = deque(maxlen=keep)
 
     def subscribe(self) -> MemoryObjectReceiveStream[LifecycleEvent]:
-        send, receive = anyio.create_memory_object_stream[LifecycleEvent](math.inf)
+        send, receive = anyio.create_memory_object_stream[LifecycleEvent](
+            self._subscriber_buffer
+        )
         self._subscribers.append(send)
         return receive
 
@@ -189,8 +195,17 @@ class EventHub:
         for send in list(self._subscribers):
             try:
                 send.send_nowait(event)
+            except anyio.WouldBlock:
+                log.warning(
+                    "%s: a lifecycle subscriber stopped reading (%d events unread); dropped",
+                    self._agent_name,
+                    self._subscriber_buffer,
+                )
+                self._subscribers.remove(send)
+                send.close()
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._subscribers.remove(send)
+                send.close()
 
     def close(self) -> None:
         for send in self._subscribers:

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
-from anyio.abc import TaskStatus
 
 from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.events import AgentStarted, LifecycleEvent
@@ -112,9 +111,7 @@ class Generation:
                 raise
             host.generation_ending(self.number)
             now = anyio.current_time()
-            await host.generation_exited(
-                self.number, ExitRecord(now, 0.0, None, None, str(exc)), 0
-            )
+            await host.generation_exited(self.number, ExitRecord(now, 0.0, None, None, str(exc)), 0)
 
     async def _serve(self, process: AgentProcess, spawned_at: float) -> None:
         host = self._host

@@ -63,6 +63,7 @@ class SessionHost(Protocol):
     async def quarantine(self, reason: str) -> None: ...
     async def close_session(self, session: Session) -> None: ...
 
+
 log = logging.getLogger(__name__)
 
 Content = str | Sequence[dict[str, Any] | WireModel]

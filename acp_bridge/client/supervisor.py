@@ -107,7 +107,8 @@ class SupervisedAgent:
 
     def __repr__(self) -> str:
         machine = self._lifecycle
-        return f"<SupervisedAgent {self.name!r} [{machine.state.value}, generation {machine.generation}]>"
+        state = f"{machine.state.value}, generation {machine.generation}"
+        return f"<SupervisedAgent {self.name!r} [{state}]>"
 
     # -- state --------------------------------------------------------------------------------
 

@@ -111,7 +111,9 @@ class TurnDriver:
             if self._pending_cancel is not None and not cancel_fed:
                 cancel_fed = True
                 now = anyio.current_time()
-                await session.perform(turn, machine.handle(CancelRequested(self._pending_cancel, now)))
+                await session.perform(
+                    turn, machine.handle(CancelRequested(self._pending_cancel, now))
+                )
                 continue
             deadline = machine.next_deadline()
             with anyio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
