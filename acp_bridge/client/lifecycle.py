@@ -28,7 +28,7 @@ Transitions (state, event) -> (state, actions)::
                                                        (the very first start never got ready)
     RESTARTING  DelayElapsed(n)         -> STARTING    StartGeneration(n + 1, restoring)
     GAVE_UP     ReviveRequested         -> STARTING    StartGeneration(n + 1, restoring)
-    (any)       CloseRequested          -> CLOSED
+    (any)       ShutdownRequested          -> CLOSED
     CLOSED      GenerationEnding/Exited -> CLOSED      ReportExit (will_restart False)
     CLOSED      DelayElapsed, Revive... -> CLOSED      (nothing)
 
@@ -49,8 +49,7 @@ from acp_bridge.process.policy import Decision, ExitRecord, GiveUp, Restart
 
 __all__ = [
     "AgentLifecycle",
-    "AgentState",
-    "CloseRequested",
+    "AgentPhase",
     "DelayElapsed",
     "FailFirstStart",
     "GenerationEnding",
@@ -61,6 +60,7 @@ __all__ = [
     "LifecycleInput",
     "ReportExit",
     "ReviveRequested",
+    "ShutdownRequested",
     "StartAfter",
     "StartGeneration",
 ]
@@ -72,7 +72,7 @@ _HISTORY_KEPT = 256
 before), so an agent that crashes once a day for years does not grow the bridge."""
 
 
-class AgentState(enum.Enum):
+class AgentPhase(enum.Enum):
     STARTING = "starting"
     READY = "ready"
     RESTARTING = "restarting"
@@ -114,7 +114,7 @@ class DelayElapsed:
 
 
 @dataclass(frozen=True, slots=True)
-class CloseRequested:
+class ShutdownRequested:
     pass
 
 
@@ -128,7 +128,7 @@ LifecycleInput = (
     | GenerationEnding
     | GenerationExited
     | DelayElapsed
-    | CloseRequested
+    | ShutdownRequested
     | ReviveRequested
 )
 
@@ -182,7 +182,7 @@ class AgentLifecycle:
     """One supervised agent's state. Feed inputs to :meth:`handle`; perform what it returns."""
 
     def __init__(self) -> None:
-        self.state = AgentState.STARTING
+        self.state = AgentPhase.STARTING
         self.generation = 1
         self.history: list[ExitRecord] = []
         """Exits since the last revive, for the restart policy (it trims by its own window)."""
@@ -201,28 +201,28 @@ class AgentLifecycle:
 
     def handle(self, event: LifecycleInput) -> list[LifecycleAction]:
         state = self.state
-        if isinstance(event, CloseRequested):
-            self.state = AgentState.CLOSED
+        if isinstance(event, ShutdownRequested):
+            self.state = AgentPhase.CLOSED
             return []
         if isinstance(event, ReviveRequested):
-            if state is AgentState.GAVE_UP:
+            if state is AgentPhase.GAVE_UP:
                 return self._start_next()
             return []  # nothing to revive: running, restarting or closed
         if isinstance(event, GenerationReady):
             self._check_current(event.number)
-            if state is AgentState.STARTING:
-                self.state = AgentState.READY
+            if state is AgentPhase.STARTING:
+                self.state = AgentPhase.READY
                 self._ever_ready = True
                 return []
-            if state is AgentState.CLOSED:
+            if state is AgentPhase.CLOSED:
                 return []
             raise self._no_transition(event)
         if isinstance(event, GenerationEnding):
             self._check_current(event.number)
-            if state in (AgentState.STARTING, AgentState.READY):
-                self.state = AgentState.RESTARTING
+            if state in (AgentPhase.STARTING, AgentPhase.READY):
+                self.state = AgentPhase.RESTARTING
                 return []
-            if state in (AgentState.RESTARTING, AgentState.CLOSED):
+            if state in (AgentPhase.RESTARTING, AgentPhase.CLOSED):
                 return []  # already known to be going away
             raise self._no_transition(event)
         if isinstance(event, GenerationExited):
@@ -230,41 +230,41 @@ class AgentLifecycle:
             return self._exited(event)
         # DelayElapsed
         self._check_current(event.number)
-        if state is AgentState.CLOSED:
+        if state is AgentPhase.CLOSED:
             return []
-        if state is AgentState.RESTARTING and event.number in self._exits:
+        if state is AgentPhase.RESTARTING and event.number in self._exits:
             return self._start_next()
         raise self._no_transition(event)
 
     def _exited(self, event: GenerationExited) -> list[LifecycleAction]:
-        if self.state is AgentState.CLOSED:
+        if self.state is AgentPhase.CLOSED:
             return [self._remember(event.record, will_restart=False, closing=True)]
-        if self.state not in (AgentState.STARTING, AgentState.READY, AgentState.RESTARTING):
+        if self.state not in (AgentPhase.STARTING, AgentPhase.READY, AgentPhase.RESTARTING):
             raise self._no_transition(event)
         if event.number in self._exits:
             raise self._no_transition(event)  # one exit per generation
-        self.state = AgentState.RESTARTING
+        self.state = AgentPhase.RESTARTING
         self.history.append(event.record)
         del self.history[:-_HISTORY_KEPT]
         decision = event.decision
         if not self._ever_ready and not self._revived:
-            self.state = AgentState.CLOSED
+            self.state = AgentPhase.CLOSED
             report = self._remember(event.record, will_restart=False, closing=False)
             return [report, FailFirstStart(event.record)]
         if isinstance(decision, Restart):
             report = self._remember(event.record, will_restart=True, closing=False)
             return [report, StartAfter(event.number, decision.attempt, decision.delay_s)]
-        self.state = AgentState.GAVE_UP
+        self.state = AgentPhase.GAVE_UP
         self.gave_up = decision
         report = self._remember(event.record, will_restart=False, closing=False)
         return [report, GiveUpNow(decision)]
 
     def _start_next(self) -> list[LifecycleAction]:
-        if self.state is AgentState.GAVE_UP:
+        if self.state is AgentPhase.GAVE_UP:
             self.history.clear()
             self.gave_up = None
             self._revived = True
-        self.state = AgentState.STARTING
+        self.state = AgentPhase.STARTING
         self.generation += 1
         return [StartGeneration(self.generation, restoring=True)]
 

@@ -30,12 +30,12 @@ from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.turn import Turn
 from acp_bridge.client.turn_machine import (
-    CancelRequested,
     CancelUnwritable,
     Quarantine,
     SendCancel,
     Tick,
     TurnAction,
+    TurnCancelRequested,
     TurnTimings,
 )
 from acp_bridge.errors import LocalProtocolError, ResourceClosedError
@@ -193,7 +193,7 @@ class Session:
         the grace window (then the agent is quarantined). Bounded by the grace window, the
         cancel write bound and the quarantine wait."""
         machine = turn.machine
-        await self.perform(turn, machine.handle(CancelRequested(reason, anyio.current_time())))
+        await self.perform(turn, machine.handle(TurnCancelRequested(reason, anyio.current_time())))
         while not turn.is_closed:
             deadline = machine.next_deadline()
             wait_s = math.inf if deadline is None else deadline - anyio.current_time()
@@ -231,7 +231,7 @@ class Session:
         turn = self._turn
         if turn is not None and not turn.is_closed:
             now = anyio.current_time()
-            await self.perform(turn, turn.machine.handle(CancelRequested("cancelled", now)))
+            await self.perform(turn, turn.machine.handle(TurnCancelRequested("cancelled", now)))
 
     async def quarantine(self, reason: str) -> None:
         """Kill the agent's process tree and restart it; the session is restored before the

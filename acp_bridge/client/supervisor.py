@@ -39,8 +39,7 @@ from acp_bridge.client.generation import Generation
 from acp_bridge.client.handlers import ClientHandlers
 from acp_bridge.client.lifecycle import (
     AgentLifecycle,
-    AgentState,
-    CloseRequested,
+    AgentPhase,
     DelayElapsed,
     FailFirstStart,
     GenerationEnding,
@@ -51,6 +50,7 @@ from acp_bridge.client.lifecycle import (
     LifecycleInput,
     ReportExit,
     ReviveRequested,
+    ShutdownRequested,
     StartAfter,
     StartGeneration,
 )
@@ -113,7 +113,7 @@ class SupervisedAgent:
     # -- state --------------------------------------------------------------------------------
 
     @property
-    def state(self) -> AgentState:
+    def state(self) -> AgentPhase:
         return self._lifecycle.state
 
     @property
@@ -132,11 +132,11 @@ class SupervisedAgent:
     @property
     def is_failed(self) -> bool:
         """The restart policy gave up (see :meth:`revive`)."""
-        return self._lifecycle.state is AgentState.GAVE_UP
+        return self._lifecycle.state is AgentPhase.GAVE_UP
 
     @property
     def is_ready(self) -> bool:
-        return self._lifecycle.state is AgentState.READY
+        return self._lifecycle.state is AgentPhase.READY
 
     @property
     def sessions(self) -> list[Session]:
@@ -162,13 +162,13 @@ class SupervisedAgent:
         """
         while True:
             state = self._lifecycle.state
-            if state is AgentState.READY:
+            if state is AgentPhase.READY:
                 assert self._connection is not None
                 return self._connection
-            if state is AgentState.GAVE_UP:
+            if state is AgentPhase.GAVE_UP:
                 assert self._gave_up is not None
                 raise self._gave_up
-            if state is AgentState.CLOSED:
+            if state is AgentPhase.CLOSED:
                 raise self._start_failure or ResourceClosedError(f"{self.name} was closed")
             await self._changed.wait()
 
@@ -192,13 +192,13 @@ class SupervisedAgent:
         with anyio.move_on_after(bound):
             while (
                 generation not in self._exit_errors
-                and self._lifecycle.state is not AgentState.CLOSED
+                and self._lifecycle.state is not AgentPhase.CLOSED
             ):
                 await self._changed.wait()
         failure = self._exit_errors.get(generation)
         if failure is not None:
             return failure
-        if self._lifecycle.state is AgentState.CLOSED:
+        if self._lifecycle.state is AgentPhase.CLOSED:
             return ResourceClosedError(f"{self.name} was closed")
         return AgentExitedError(f"{self.name} stopped answering", recoverable=True)
 
@@ -477,7 +477,7 @@ class SupervisedAgent:
     # -- shutdown -----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        self._handle(CloseRequested())
+        self._handle(ShutdownRequested())
         closed = ResourceClosedError(f"{self.name} was closed during the turn")
         for session in list(self._sessions.values()):
             turn = session.current_turn

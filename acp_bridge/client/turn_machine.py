@@ -27,14 +27,14 @@ Transitions (state, event) -> (state, actions)::
 
     PROMPTING   PromptAnswered       -> CLOSED      Close(done)
     PROMPTING   PromptFailed         -> CLOSED      Close(failed)
-    PROMPTING   CancelRequested      -> CANCELLING  SendCancel, ArmGrace
-    PROMPTING   Tick past a deadline -> CANCELLING  (as CancelRequested, reason: the deadline)
+    PROMPTING   TurnCancelRequested      -> CANCELLING  SendCancel, ArmGrace
+    PROMPTING   Tick past a deadline -> CANCELLING  (as TurnCancelRequested, reason: the deadline)
     PROMPTING   UpdateArrived        -> PROMPTING   (idle deadline moves)
     CANCELLING  PromptAnswered       -> CLOSED      Close(cancelled, answer kept)
     CANCELLING  PromptFailed         -> CLOSED      Close(cancelled, error kept)
     CANCELLING  Tick past the grace  -> CLOSED      Quarantine, Close(cancelled, quarantined)
     CANCELLING  CancelUnwritable     -> CLOSED      Quarantine, Close(cancelled, quarantined)
-    CANCELLING  CancelRequested      -> CANCELLING  (nothing: a second cancel is harmless)
+    CANCELLING  TurnCancelRequested      -> CANCELLING  (nothing: a second cancel is harmless)
     CLOSED      anything             -> CLOSED      (nothing)
 """
 
@@ -45,7 +45,6 @@ from dataclasses import dataclass
 
 __all__ = [
     "ArmGrace",
-    "CancelRequested",
     "CancelUnwritable",
     "Close",
     "MachineEvent",
@@ -55,6 +54,7 @@ __all__ = [
     "SendCancel",
     "Tick",
     "TurnAction",
+    "TurnCancelRequested",
     "TurnMachine",
     "TurnOutcome",
     "TurnState",
@@ -99,7 +99,7 @@ class PromptFailed:
 
 
 @dataclass(frozen=True, slots=True)
-class CancelRequested:
+class TurnCancelRequested:
     reason: str
     now: float
 
@@ -120,7 +120,7 @@ class Tick:
 
 
 MachineEvent = (
-    PromptAnswered | PromptFailed | CancelRequested | CancelUnwritable | UpdateArrived | Tick
+    PromptAnswered | PromptFailed | TurnCancelRequested | CancelUnwritable | UpdateArrived | Tick
 )
 
 # -- actions (imperative) --------------------------------------------------------------------
@@ -203,7 +203,7 @@ class TurnMachine:
             return []
         if isinstance(event, Tick):
             return self._tick(event.now)
-        if isinstance(event, CancelRequested):
+        if isinstance(event, TurnCancelRequested):
             return self._cancel(event.reason, event.now)
         if isinstance(event, CancelUnwritable):
             if self.state is TurnState.CANCELLING:

@@ -29,8 +29,8 @@ from acp_bridge.client.events import TurnEvent
 from acp_bridge.client.session import Content, Session
 from acp_bridge.client.turn import Turn
 from acp_bridge.client.turn_machine import (
-    CancelRequested,
     Tick,
+    TurnCancelRequested,
     TurnOutcome,
     TurnTimings,
     UpdateArrived,
@@ -112,7 +112,7 @@ class TurnDriver:
                 cancel_fed = True
                 now = anyio.current_time()
                 await session.perform(
-                    turn, machine.handle(CancelRequested(self._pending_cancel, now))
+                    turn, machine.handle(TurnCancelRequested(self._pending_cancel, now))
                 )
                 continue
             deadline = machine.next_deadline()

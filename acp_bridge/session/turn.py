@@ -4,7 +4,6 @@ re-exported here for the session layer."""
 
 from acp_bridge.client.turn_machine import (
     ArmGrace,
-    CancelRequested,
     CancelUnwritable,
     Close,
     PromptAnswered,
@@ -13,6 +12,7 @@ from acp_bridge.client.turn_machine import (
     SendCancel,
     Tick,
     TurnAction,
+    TurnCancelRequested,
     TurnMachine,
     TurnOutcome,
     TurnState,
@@ -23,7 +23,6 @@ from acp_bridge.client.turn_machine import MachineEvent as TurnEvent
 
 __all__ = [
     "ArmGrace",
-    "CancelRequested",
     "CancelUnwritable",
     "Close",
     "PromptAnswered",
@@ -32,6 +31,7 @@ __all__ = [
     "SendCancel",
     "Tick",
     "TurnAction",
+    "TurnCancelRequested",
     "TurnEvent",
     "TurnMachine",
     "TurnOutcome",

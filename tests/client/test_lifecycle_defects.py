@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from acp_bridge.client.events import AgentExited, AgentGaveUp, AgentRestarting, SessionRestored
-from acp_bridge.client.lifecycle import AgentState
+from acp_bridge.client.lifecycle import AgentPhase
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.client.turn import Turn
@@ -80,7 +80,7 @@ async def test_a_caller_waiting_through_a_restart_that_fails_before_initialize_i
                 if isinstance(event, AgentRestarting):
                     break
         restarting.close()
-        assert agent.state is not AgentState.READY
+        assert agent.state is not AgentPhase.READY
         with anyio.fail_after(30):
             response = await session.run("echo after the failed restart")
         assert response.stop_reason == "end_turn"
@@ -187,7 +187,7 @@ async def test_a_revive_after_giving_up_wakes_waiters(tmp_path: Path) -> None:
         session = await agent.new_session(tmp_path)
         with pytest.raises(AgentExitedError):
             await session.run("boom")
-        if agent.state is not AgentState.GAVE_UP:
+        if agent.state is not AgentPhase.GAVE_UP:
             await next_event(agent, AgentGaveUp)
         waiter_served = anyio.Event()
 

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from acp_bridge.session.turn import (
     ArmGrace,
-    CancelRequested,
     CancelUnwritable,
     Close,
     PromptAnswered,
@@ -16,6 +15,7 @@ from acp_bridge.session.turn import (
     Quarantine,
     SendCancel,
     Tick,
+    TurnCancelRequested,
     TurnMachine,
     TurnOutcome,
     TurnState,
@@ -34,7 +34,7 @@ def test_an_answer_closes_the_turn_as_done() -> None:
 
 def test_a_cancel_sends_cancel_answers_permissions_and_arms_the_grace_window() -> None:
     machine = TurnMachine(GRACE, now=10)
-    actions = machine.handle(CancelRequested("stop", now=11))
+    actions = machine.handle(TurnCancelRequested("stop", now=11))
     assert actions == [SendCancel(), ArmGrace(13.0)]
     assert machine.next_deadline() == 13.0
 
@@ -44,14 +44,14 @@ def test_any_answer_after_a_cancel_closes_the_turn_as_cancelled_keeping_the_answ
     stop_reason: str,
 ) -> None:
     machine = TurnMachine(GRACE, now=0)
-    machine.handle(CancelRequested("interrupt", now=0))
+    machine.handle(TurnCancelRequested("interrupt", now=0))
     [close] = machine.handle(PromptAnswered(stop_reason))
     assert close == Close(TurnOutcome("cancelled", stop_reason, cancel_reason="interrupt"))
 
 
 def test_an_error_during_the_drain_closes_quietly_as_cancelled() -> None:
     machine = TurnMachine(GRACE, now=0)
-    machine.handle(CancelRequested("stop", now=0))
+    machine.handle(TurnCancelRequested("stop", now=0))
     [close] = machine.handle(PromptFailed("-32603 boom", recoverable=True))
     assert isinstance(close, Close)
     assert close.outcome.status == "cancelled"
@@ -60,7 +60,7 @@ def test_an_error_during_the_drain_closes_quietly_as_cancelled() -> None:
 
 def test_the_grace_window_expiring_quarantines_and_closes_as_cancelled() -> None:
     machine = TurnMachine(GRACE, now=0)
-    machine.handle(CancelRequested("stop", now=1))
+    machine.handle(TurnCancelRequested("stop", now=1))
     assert machine.handle(Tick(2.99)) == []
     actions = machine.handle(Tick(3.0))
     assert isinstance(actions[0], Quarantine)
@@ -71,7 +71,7 @@ def test_the_grace_window_expiring_quarantines_and_closes_as_cancelled() -> None
 
 def test_a_cancel_that_cannot_be_written_quarantines_at_once() -> None:
     machine = TurnMachine(GRACE, now=0)
-    machine.handle(CancelRequested("stop", now=0))
+    machine.handle(TurnCancelRequested("stop", now=0))
     actions = machine.handle(CancelUnwritable())
     assert isinstance(actions[0], Quarantine) and "could not be written" in actions[0].reason
     assert machine.outcome is not None and machine.outcome.quarantined
@@ -79,8 +79,8 @@ def test_a_cancel_that_cannot_be_written_quarantines_at_once() -> None:
 
 def test_a_second_cancel_is_harmless() -> None:
     machine = TurnMachine(GRACE, now=0)
-    machine.handle(CancelRequested("stop", now=0))
-    assert machine.handle(CancelRequested("stop again", now=1)) == []
+    machine.handle(TurnCancelRequested("stop", now=0))
+    assert machine.handle(TurnCancelRequested("stop again", now=1)) == []
     assert machine.next_deadline() == 2.0  # the first window stands
     assert machine.cancel_reason == "stop"
 
@@ -91,7 +91,7 @@ def test_nothing_reopens_a_closed_turn() -> None:
     for event in (
         PromptAnswered("cancelled"),
         PromptFailed("x", True),
-        CancelRequested("late", 5),
+        TurnCancelRequested("late", 5),
         Tick(100),
         CancelUnwritable(),
     ):
@@ -131,7 +131,7 @@ def test_negative_windows_are_refused() -> None:
 events = st.one_of(
     st.builds(PromptAnswered, st.sampled_from(["end_turn", "cancelled", "refusal"])),
     st.builds(PromptFailed, st.text(max_size=5), st.booleans()),
-    st.builds(CancelRequested, st.sampled_from(["stop", "interrupt"]), st.floats(0, 100)),
+    st.builds(TurnCancelRequested, st.sampled_from(["stop", "interrupt"]), st.floats(0, 100)),
     st.just(CancelUnwritable()),
     st.builds(UpdateArrived, st.floats(0, 100)),
     st.builds(Tick, st.floats(0, 200)),
@@ -146,7 +146,7 @@ def test_a_turn_closes_at_most_once_and_a_requested_cancel_always_reads_cancelle
     closes = []
     cancel_requested = False
     for event in sequence:
-        if machine.state is TurnState.PROMPTING and isinstance(event, CancelRequested):
+        if machine.state is TurnState.PROMPTING and isinstance(event, TurnCancelRequested):
             cancel_requested = True
         for action in machine.handle(event):  # type: ignore[arg-type]
             if isinstance(action, Close):

@@ -8,8 +8,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from acp_bridge.client.lifecycle import (
     AgentLifecycle,
-    AgentState,
-    CloseRequested,
+    AgentPhase,
     DelayElapsed,
     FailFirstStart,
     GenerationEnding,
@@ -18,6 +17,7 @@ from acp_bridge.client.lifecycle import (
     GiveUpNow,
     ReportExit,
     ReviveRequested,
+    ShutdownRequested,
     StartAfter,
     StartGeneration,
 )
@@ -32,18 +32,18 @@ GIVE_UP = GiveUp("gave up", (RECORD,))
 def ready_machine() -> AgentLifecycle:
     machine = AgentLifecycle()
     assert machine.handle(GenerationReady(1)) == []
-    assert machine.state is AgentState.READY
+    assert machine.state is AgentPhase.READY
     return machine
 
 
 def test_a_crash_of_a_ready_agent_restarts_after_the_policy_delay() -> None:
     machine = ready_machine()
     assert machine.handle(GenerationEnding(1)) == []
-    assert machine.state is AgentState.RESTARTING
+    assert machine.state is AgentPhase.RESTARTING
     actions = machine.handle(GenerationExited(1, RECORD, RESTART))
     assert actions == [ReportExit(1, RECORD, True, False), StartAfter(1, 1, 0.25)]
     assert machine.handle(DelayElapsed(1)) == [StartGeneration(2, restoring=True)]
-    assert (machine.state, machine.generation) == (AgentState.STARTING, 2)
+    assert (machine.state, machine.generation) == (AgentPhase.STARTING, 2)
 
 
 def test_a_restart_that_dies_before_initialize_keeps_waiters_waiting_for_the_next() -> None:
@@ -57,21 +57,21 @@ def test_a_restart_that_dies_before_initialize_keeps_waiters_waiting_for_the_nex
     assert actions[-1] == StartAfter(2, 2, 0.5)
     assert machine.handle(DelayElapsed(2)) == [StartGeneration(3, restoring=True)]
     machine.handle(GenerationReady(3))
-    assert machine.state is AgentState.READY
+    assert machine.state is AgentPhase.READY
 
 
 def test_the_first_start_failing_is_reported_to_the_opener_not_restarted() -> None:
     machine = AgentLifecycle()
     actions = machine.handle(GenerationExited(1, RECORD, RESTART))
     assert actions == [ReportExit(1, RECORD, False, False), FailFirstStart(RECORD)]
-    assert machine.state is AgentState.CLOSED
+    assert machine.state is AgentPhase.CLOSED
 
 
 def test_giving_up_then_reviving_starts_a_fresh_budget() -> None:
     machine = ready_machine()
     machine.handle(GenerationEnding(1))
     assert machine.handle(GenerationExited(1, RECORD, GIVE_UP))[-1] == GiveUpNow(GIVE_UP)
-    assert machine.state is AgentState.GAVE_UP and machine.history == [RECORD]
+    assert machine.state is AgentPhase.GAVE_UP and machine.history == [RECORD]
     assert machine.handle(ReviveRequested()) == [StartGeneration(2, restoring=True)]
     assert machine.history == [] and machine.gave_up is None
     # After a revive, a start that never gets ready goes through the policy, not FailFirstStart.
@@ -81,13 +81,13 @@ def test_giving_up_then_reviving_starts_a_fresh_budget() -> None:
 
 def test_close_wins_over_everything_after_it() -> None:
     machine = ready_machine()
-    machine.handle(CloseRequested())
+    machine.handle(ShutdownRequested())
     assert machine.handle(GenerationEnding(1)) == []
     assert machine.handle(GenerationExited(1, RECORD, RESTART)) == [
         ReportExit(1, RECORD, False, True)
     ]
     assert machine.handle(ReviveRequested()) == []
-    assert machine.state is AgentState.CLOSED
+    assert machine.state is AgentPhase.CLOSED
 
 
 @pytest.mark.parametrize(
@@ -134,16 +134,16 @@ class LifecycleMachine(RuleBasedStateMachine):
     def _feed(self, event: object) -> list[object]:
         return list(self.machine.handle(event))  # type: ignore[arg-type]
 
-    @precondition(lambda self: self.machine.state is AgentState.STARTING)
+    @precondition(lambda self: self.machine.state is AgentPhase.STARTING)
     @rule()
     def ready(self) -> None:
         self._feed(GenerationReady(self.machine.generation))
         self.ever_ready = True
-        assert self.machine.state is AgentState.READY
+        assert self.machine.state is AgentPhase.READY
 
     @precondition(
         lambda self: (
-            self.machine.state in (AgentState.STARTING, AgentState.READY)
+            self.machine.state in (AgentPhase.STARTING, AgentPhase.READY)
             and self.machine.generation not in self.exited
         )
     )
@@ -151,7 +151,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def crash(self, give_up: bool) -> None:
         number = self.machine.generation
         self._feed(GenerationEnding(number))
-        assert self.machine.state is AgentState.RESTARTING
+        assert self.machine.state is AgentPhase.RESTARTING
         actions = self._feed(GenerationExited(number, RECORD, GIVE_UP if give_up else RESTART))
         self.exited.add(number)
         reports = [a for a in actions if isinstance(a, ReportExit)]
@@ -160,7 +160,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @precondition(
         lambda self: (
-            self.machine.state is AgentState.RESTARTING and self.machine.generation in self.exited
+            self.machine.state is AgentPhase.RESTARTING and self.machine.generation in self.exited
         )
     )
     @rule()
@@ -173,21 +173,21 @@ class LifecycleMachine(RuleBasedStateMachine):
     def revive(self) -> None:
         was = self.machine.state
         actions = self._feed(ReviveRequested())
-        assert bool(actions) == (was is AgentState.GAVE_UP)
+        assert bool(actions) == (was is AgentPhase.GAVE_UP)
 
     @rule()
     def close(self) -> None:
-        self._feed(CloseRequested())
+        self._feed(ShutdownRequested())
         self.closed = True
 
     @invariant()
     def closed_stays_closed(self) -> None:
         if self.closed:
-            assert self.machine.state is AgentState.CLOSED
+            assert self.machine.state is AgentPhase.CLOSED
 
     @invariant()
     def given_up_has_a_reason(self) -> None:
-        if self.machine.state is AgentState.GAVE_UP:
+        if self.machine.state is AgentPhase.GAVE_UP:
             assert self.machine.gave_up is not None
 
 
