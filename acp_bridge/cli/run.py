@@ -2,26 +2,36 @@
 
 Messages come from ``-m`` (in order) or from stdin lines (each line is stored and queued as it
 is read, so a line typed during a turn waits for it). stdout carries the agent's text, or one
-JSON event per line with ``--json``; everything else goes to stderr. SIGINT or SIGTERM cancel
-the running turn, stop the agent's whole process tree, and exit 130.
+JSON event per line with ``--json``; everything else goes to stderr.
+
+Signals (SIGINT or SIGTERM), the same in every phase:
+
+* the first one stops: the running turn is cancelled and the bridge waits for it to close (the
+  grace window, then the quarantine; bounded by :attr:`Conversation.stop_bound_s`), so the
+  store records it ``cancelled`` and ``turn_ended`` is printed; then the agent's whole process
+  tree is stopped and the exit code is 130;
+* a second one stops *now*: the agent's process tree is SIGKILLed at once, a turn still open is
+  recorded ``cancelled`` without waiting, and the bridge exits 130 within about a second.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
 from acp_bridge.cli.render import EventPrinter
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
-from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.reconcile import ConfigMismatchError, reconcile
@@ -35,6 +45,8 @@ from acp_bridge.session.turn import TurnTimings
 __all__ = ["run_command"]
 
 EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_TURN, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
+STOP_NOW_DEADLINE_S: Final = 1.0
+"""After a second signal, everything not shielded is cancelled at this deadline at the latest."""
 
 
 def default_store_path() -> Path:
@@ -96,8 +108,75 @@ def _conversation(
     return record
 
 
+@dataclass
+class _Interrupts:
+    """What the signals asked for, and what they act on once it exists."""
+
+    count: int = 0
+    everything: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    agent: SupervisedAgent | None = None
+    conversation: Conversation | None = None
+    stopped: anyio.Event = field(default_factory=anyio.Event)
+
+    async def watch(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _signum in signals:
+                self.count += 1
+                if self.count == 1:
+                    await self._stop()
+                else:
+                    self._stop_now()
+
+    async def _stop(self) -> None:
+        conversation = self.conversation
+        if conversation is None:  # still starting: nothing to record
+            self.everything.cancel()
+            return
+        self.stopped.set()  # _drive stops feeding messages and waits for the turn
+        with contextlib.suppress(BridgeError):
+            await conversation.stop()
+
+    def _stop_now(self) -> None:
+        if self.agent is not None:
+            self.agent.kill_now()
+        if self.conversation is not None:
+            self.conversation.stop_now()
+        self.stopped.set()
+        self.everything.deadline = min(
+            self.everything.deadline, anyio.current_time() + STOP_NOW_DEADLINE_S
+        )
+
+
 async def _run(
     args: argparse.Namespace, store: QueueStore, record: ConversationRecord, spec: AgentSpec
+) -> int:
+    interrupts = _Interrupts()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(interrupts.watch)
+        await anyio.lowlevel.checkpoint()  # the receiver is installed before the agent starts
+        try:
+            with interrupts.everything:
+                code = await _run_agent(args, store, record, spec, interrupts)
+        finally:
+            tg.cancel_scope.cancel()
+    if interrupts.count:
+        _say("interrupted; " + _what_was_stopped(interrupts))
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _what_was_stopped(interrupts: _Interrupts) -> str:
+    if interrupts.count == 1:
+        return "the running turn was cancelled and the agent was stopped"
+    return "the agent's process tree was killed at once"
+
+
+async def _run_agent(
+    args: argparse.Namespace,
+    store: QueueStore,
+    record: ConversationRecord,
+    spec: AgentSpec,
+    interrupts: _Interrupts,
 ) -> int:
     printer = EventPrinter(json_mode=args.json, agent=spec.name)
     options = ClientOptions(
@@ -117,14 +196,21 @@ async def _run(
             turn_timeout_s=args.turn_timeout,
         )
     )
+    code = EXIT_INTERRUPTED
     try:
-        async with (
-            open_supervised_agent(spec, options) as agent,
-            open_conversation(
-                store, agent, record, policy=policy, session_id=args.session_id
-            ) as conversation,
-        ):
-            return await _drive(conversation, args, printer)
+        async with open_supervised_agent(spec, options) as agent:
+            interrupts.agent = agent
+            # The printer outlives the conversation: it prints every event, the final state of
+            # a stopped turn included, and ends when the conversation closes its stream.
+            async with anyio.create_task_group() as printing:
+                async with open_conversation(
+                    store, agent, record, policy=policy, session_id=args.session_id
+                ) as conversation:
+                    printing.start_soon(printer.run, conversation.subscribe(replay=True))
+                    interrupts.conversation = conversation
+                    code = await _drive(conversation, args, interrupts)
+                interrupts.conversation = None
+            await printer.flush()
     except SpawnError as exc:
         _say(f"{exc}. Check the agent command.")
         return EXIT_AGENT
@@ -134,50 +220,44 @@ async def _run(
     except BridgeError as exc:
         _say(str(exc))
         return EXIT_TURN
+    return code
 
 
 async def _drive(
-    conversation: Conversation, args: argparse.Namespace, printer: EventPrinter
+    conversation: Conversation, args: argparse.Namespace, interrupts: _Interrupts
 ) -> int:
-    events = conversation.subscribe(replay=True)
-    seqs: list[int] = []
-    interrupted = anyio.Event()
+    """Feed the messages and wait for the queue to drain, or for a signal's stop to close the
+    running turn (bounded)."""
+    reason = "paused"
     async with anyio.create_task_group() as tg:
-        tg.start_soon(printer.run, events)
-        tg.start_soon(_watch_signals, conversation, tg.cancel_scope, interrupted)
+
+        async def on_stop() -> None:
+            await interrupts.stopped.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(on_stop)
         if args.message:
             for text in args.message:
-                seqs.append(await conversation.send(text))
+                await conversation.send(text)
         elif not (args.resume or args.conversation) or not sys.stdin.isatty():
-            await _read_stdin(conversation, seqs)
+            await _read_stdin(conversation)
         reason = await conversation.wait_idle()
         tg.cancel_scope.cancel()
-    await printer.flush()
-    if interrupted.is_set():
-        _say("interrupted; the agent was stopped")
+    if interrupts.stopped.is_set():
+        with anyio.move_on_after(conversation.stop_bound_s):
+            await conversation.wait_idle()  # the stopped turn closed and was recorded
         return EXIT_INTERRUPTED
     return _exit_code(conversation, reason)
 
 
-async def _read_stdin(conversation: Conversation, seqs: list[int]) -> None:
+async def _read_stdin(conversation: Conversation) -> None:
     while True:
         line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
         if not line:
             return
         text = line.rstrip("\n")
         if text.strip():
-            seqs.append(await conversation.send(text))
-
-
-async def _watch_signals(
-    conversation: Conversation, scope: anyio.CancelScope, interrupted: anyio.Event
-) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _signum in signals:
-            interrupted.set()
-            await conversation.stop()
-            scope.cancel()
-            return
+            await conversation.send(text)
 
 
 def _exit_code(conversation: Conversation, reason: str) -> int:

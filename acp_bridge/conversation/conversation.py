@@ -9,39 +9,48 @@ machine decides and reports back what happened; it holds no queue logic of its o
 Open one with :func:`acp_bridge.conversation.opening.open_conversation`.
 
 Events go to subscribers as JSON-ready dicts, each with ``event`` and ``ts`` (the names of the
-CLI's ``--json`` contract). Turn boundaries and lifecycle events are also written to the
-store's event log; the high-rate ``update`` events are not.
+CLI's ``--json`` contract); :mod:`.fanout` says what happens to a slow subscriber. Turn
+boundaries and lifecycle events are also written to the store's event log; the high-rate
+``update`` events are not.
+
+Permission decisions and closed tool calls are logged too (resuming checks the tool calls the
+history used), but they come at the agent's pace, so each one is *not* its own fsynced commit:
+they are kept in a pending batch and written with the turn's final state, in that commit, or
+earlier in one commit per :data:`LOG_BATCH` entries. A crash of the bridge loses at most the
+pending batch of the turn it cut (that turn is then recorded failed, recoverable).
+
+Stopping. :meth:`Conversation.shutdown` (run when :func:`open_conversation` exits, however it
+exits) closes the queue, cancels the running turn, and waits, at most :attr:`stop_bound_s`, for
+the turn to close and its final state (``cancelled``) to be committed and published. Only then
+are the turn's tasks cancelled. A turn still open at the bound is cut and recorded cancelled
+anyway: the store never keeps a message ``running`` after a clean stop, so a later resume does
+not mistake a stop for a crash. :meth:`Conversation.stop_now` shortens that wait to
+:data:`STOP_NOW_WAIT_S` (a second Ctrl-C).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from acp_bridge.client.events import (
-    AgentExited,
-    AgentGaveUp,
-    AgentRestarting,
-    AgentStarted,
     LifecycleEvent,
     PermissionDecided,
     SessionReplaced,
-    SessionRestored,
     ToolCallClosed,
     TurnEvent,
     UpdateReceived,
 )
 from acp_bridge.client.session import Session, to_blocks
 from acp_bridge.client.supervisor import SupervisedAgent
+from acp_bridge.conversation.fanout import ConversationEvent, EventFanout, lifecycle_json
 from acp_bridge.conversation.queue import QueueMachine
 from acp_bridge.conversation.queue_model import (
     Action,
@@ -55,24 +64,42 @@ from acp_bridge.conversation.queue_model import (
     ReviveAgent,
     StartTurn,
 )
-from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.conversation.store import ConversationRecord, LogEntry, QueueStore
 from acp_bridge.errors import AgentError, BridgeError, ResourceClosedError
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
 
-__all__ = ["Conversation", "ConversationEvent"]
+__all__ = ["LOG_BATCH", "STOP_NOW_WAIT_S", "Conversation", "ConversationEvent"]
 
 log = logging.getLogger(__name__)
 
-ConversationEvent = dict[str, Any]
 _T = TypeVar("_T")
 _STOP_OR_CLOSE = ("stop", "close", "interrupt")
-_BACKLOG = 1000
+
+LOG_BATCH: Final = 256
+"""Pending permission / tool-call log entries written in one commit when this many wait."""
+STOP_NOW_WAIT_S: Final = 0.25
+"""After :meth:`Conversation.stop_now`, how long closing still waits for the turn to close."""
+_RECORD_MARGIN_S: Final = 1.0
+"""On top of the cancel and quarantine windows: the final commit and its event."""
+_CUT_WAIT_S: Final = 1.0
+"""How long a cut turn's task gets to leave (it only has its current commit to finish)."""
+_CUT_ERROR: Final = "the turn did not close within the stop window; it was cut"
 
 
 @dataclass
 class _State:
     idle_reason: str | None = "drained"
     idle: anyio.Event = field(default_factory=anyio.Event)
+
+
+@dataclass
+class _Turns:
+    """The turn tasks: each runs in a shielded scope that only :meth:`Conversation.shutdown`
+    cancels, so leaving the conversation (even cancelled from outside) lets the running turn
+    close and be recorded first."""
+
+    scopes: set[anyio.CancelScope] = field(default_factory=set)
+    none_left: anyio.Event = field(default_factory=anyio.Event)
 
 
 class Conversation:
@@ -96,12 +123,17 @@ class Conversation:
         self._task_group = task_group
         self._clock = clock
         self._machine = QueueMachine()
-        self._subscribers: list[MemoryObjectSendStream[ConversationEvent]] = []
+        self._fanout = EventFanout()
         self._state = _State()
+        # Prompts sent in this process, until their turn starts (later ones read the store).
         self._prompts: dict[int, list[dict[str, Any]]] = {}
-        self._duration_ms = 0.0
-        self._backlog: deque[ConversationEvent] = deque(maxlen=_BACKLOG)
+        self._turn_started_at: float | None = None
+        self._pending_log: list[LogEntry] = []
         self._acting = anyio.Lock()
+        self._turns = _Turns()
+        self._turns.none_left.set()
+        self._hurry = False
+        self._closing_wait: anyio.CancelScope | None = None
 
     # -- the caller's operations ----------------------------------------------------------
 
@@ -175,16 +207,64 @@ class Conversation:
             await self._state.idle.wait()
         return self._state.idle_reason
 
-    def subscribe(self, *, replay: bool = False) -> MemoryObjectReceiveStream[ConversationEvent]:
-        """Every event from now on (unbounded: a slow reader slows nothing). With ``replay``,
-        first the events other than updates since the conversation opened (agent_started,
-        session, ...), so a subscriber that comes second misses nothing that matters."""
-        send, receive = anyio.create_memory_object_stream[ConversationEvent](math.inf)
-        if replay:
-            for event in self._backlog:
-                send.send_nowait(event)
-        self._subscribers.append(send)
-        return receive
+    def subscribe(
+        self, *, replay: bool = False, lossless: bool | None = None
+    ) -> MemoryObjectReceiveStream[ConversationEvent]:
+        """Every event from now on; with ``replay``, first the latest event of each kind other
+        than ``update`` (agent_started, session, ...), so a late subscriber knows where things
+        stand.
+
+        The first subscriber is the primary one and loses nothing: when it falls
+        :data:`~.fanout.SUBSCRIBER_BUFFER` events behind, the turn waits for it (backpressure).
+        Further subscribers (or ``lossless=False``) never slow the turn: one that falls that
+        far behind is disconnected (its stream ends). See :mod:`.fanout`.
+        """
+        return self._fanout.subscribe(replay=replay, lossless=lossless)
+
+    @property
+    def stop_bound_s(self) -> float:
+        """How long a stop may take to close the running turn and record it: the grace window,
+        then the quarantine (the stuck agent killed, reaped and reported), plus a margin for
+        writing the cancel and the final commit."""
+        grace_s: float = self._driver.policy.timings.cancel_grace_s
+        options = self.agent.options
+        quarantine_s = options.shutdown.kill_wait_s + options.exit_report_timeout_s
+        return grace_s + quarantine_s + 2 * _RECORD_MARGIN_S
+
+    def stop_now(self) -> None:
+        """Stop waiting for the running turn (a second Ctrl-C; kill the agent too). Closing
+        then waits at most :data:`STOP_NOW_WAIT_S` for the turn to close, and records a turn
+        still open as cancelled. Idempotent; never blocks."""
+        self._hurry = True
+        scope = self._closing_wait
+        if scope is not None:
+            scope.deadline = min(scope.deadline, anyio.current_time() + STOP_NOW_WAIT_S)
+
+    async def shutdown(self) -> None:
+        """Close, wait (bounded) for the running turn to close and be recorded, then cut what
+        is left. :func:`open_conversation` runs it, shielded, when it exits."""
+        await self.close()
+        bound = STOP_NOW_WAIT_S if self._hurry else self.stop_bound_s
+        with anyio.move_on_after(bound) as scope:
+            self._closing_wait = scope
+            await self.wait_idle()
+        self._closing_wait = None
+        for turn_scope in list(self._turns.scopes):
+            turn_scope.cancel()
+        with anyio.move_on_after(_CUT_WAIT_S):
+            await self._turns.none_left.wait()
+        with anyio.move_on_after(_RECORD_MARGIN_S):
+            await self._record_cut_turn()
+        with anyio.move_on_after(_RECORD_MARGIN_S):
+            await self._flush_log()
+
+    async def _record_cut_turn(self) -> None:
+        seq = self._machine.running
+        if seq is None:
+            return
+        log.warning("%s: message %d did not close in time; recording it cut", self.id, seq)
+        failure = Failed(_CUT_ERROR, True)  # counts as cancelled: a stop or close was asked
+        await self._act(lambda: self._machine.turn_ended(seq, failure))
 
     # -- performing what the machine decides --------------------------------------------
 
@@ -206,7 +286,7 @@ class Conversation:
         for action in actions:
             if isinstance(action, StartTurn):
                 self._state.idle_reason = None
-                self._task_group.start_soon(self._run_turn, action)
+                self._task_group.start_soon(self._guarded_turn, action)
             elif isinstance(action, CancelTurn):
                 self._driver.request_cancel(action.reason)
             elif isinstance(action, ReviveAgent):
@@ -218,6 +298,18 @@ class Conversation:
                 self._state.idle.set()
                 self._state.idle = anyio.Event()
 
+    async def _guarded_turn(self, start: StartTurn) -> None:
+        with anyio.CancelScope(shield=True) as scope:
+            if not self._turns.scopes:
+                self._turns.none_left = anyio.Event()
+            self._turns.scopes.add(scope)
+            try:
+                await self._run_turn(start)
+            finally:
+                self._turns.scopes.discard(scope)
+                if not self._turns.scopes:
+                    self._turns.none_left.set()
+
     async def _run_turn(self, start: StartTurn) -> None:
         seq = start.seq
         try:
@@ -225,7 +317,7 @@ class Conversation:
         except AgentError:
             await self._act(self._machine.agent_gone)
             return
-        blocks = self._prompts.get(seq) or await self._stored_prompt(seq)
+        blocks = self._prompts.pop(seq, None) or await self._stored_prompt(seq)
         text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
         started_event = {"seq": seq, "text": text}
         async with self._acting:
@@ -239,7 +331,7 @@ class Conversation:
                 event=("turn_started", started_event),
             )
             await self.emit("turn_started", started_event)
-        started = time.monotonic()
+        self._turn_started_at = time.monotonic()
         try:
             outcome = await self._driver.run(blocks, lambda event: self._on_turn_event(seq, event))
         except BridgeError as exc:  # no turn started: the agent is gone, or was closed
@@ -248,7 +340,6 @@ class Conversation:
             if not isinstance(exc, ResourceClosedError):
                 await self._act(self._machine.agent_gone)
             return
-        self._duration_ms = (time.monotonic() - started) * 1000
         if outcome.status == "cancelled" and outcome.cancel_reason not in _STOP_OR_CLOSE:
             await self._act(lambda: self._machine.turn_timed_out(seq))  # the driver's deadline
         if outcome.status == "failed":
@@ -279,12 +370,15 @@ class Conversation:
         else:
             name = "turn_ended"
             done = final.state is MessageState.DONE
+            started = self._turn_started_at
+            duration_ms = 0.0 if started is None else (time.monotonic() - started) * 1000
             data = {
                 "seq": final.seq,
                 "stopReason": final.stop_reason if done else "cancelled",
                 "state": state,
-                "duration_ms": round(self._duration_ms, 1),
+                "duration_ms": round(duration_ms, 1),
             }
+        pending, self._pending_log = self._pending_log, []
         changed = await self._db(
             self._store.finish,
             self.id,
@@ -294,7 +388,8 @@ class Conversation:
             error=error,
             recoverable=final.recoverable,
             now=self._clock(),
-            event=(name, data),  # logged in the same commit as the final state
+            log=pending,  # the turn's batched entries and its end: one commit, one fsync
+            event=(name, data),
         )
         if changed:
             await self.emit(name, data)
@@ -324,7 +419,8 @@ class Conversation:
         elif isinstance(event, PermissionDecided):
             decision = event.option_kind or "cancelled"
             data = {"seq": seq, "toolCall": event.tool_call, "decision": decision}
-            await self.emit("permission", data, seq=seq, keep=True)
+            await self._log_later("permission", data, seq)
+            await self.emit("permission", data)
         elif isinstance(event, ToolCallClosed):
             data = {
                 "seq": seq,
@@ -332,10 +428,22 @@ class Conversation:
                 "status": event.status,
                 "reason": event.reason,
             }
-            await self.emit("tool_call_closed", data, seq=seq, keep=True)
+            await self._log_later("tool_call_closed", data, seq)
+            await self.emit("tool_call_closed", data)
+
+    async def _log_later(self, name: str, data: dict[str, Any], seq: int) -> None:
+        """Log with the turn's final commit (bounded: a full batch is written at once)."""
+        self._pending_log.append((name, data, seq))
+        if len(self._pending_log) >= LOG_BATCH:
+            await self._flush_log()
+
+    async def _flush_log(self) -> None:
+        pending, self._pending_log = self._pending_log, []
+        if pending:
+            await self._db(self._store.add_events, self.id, pending, now=self._clock())
 
     async def on_lifecycle(self, event: LifecycleEvent) -> None:
-        name, data = _lifecycle_json(event)
+        name, data = lifecycle_json(event)
         if isinstance(event, SessionReplaced):
             await self._db(
                 self._store.update_conversation, self.id, session_id=event.new, now=self._clock()
@@ -345,51 +453,17 @@ class Conversation:
     async def emit(
         self, name: str, data: dict[str, Any], *, seq: int | None = None, keep: bool = False
     ) -> None:
+        """Publish an event (``keep``: also commit it to the event log first; for rare events
+        only, each is one fsynced commit)."""
         event: ConversationEvent = {"event": name, "ts": round(self._clock(), 6), **data}
-        if name != "update":
-            self._backlog.append(event)
         if keep:
             await self._db(self._store.add_event, self.id, name, data, seq=seq, now=self._clock())
-        for send in list(self._subscribers):
-            try:
-                send.send_nowait(event)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._subscribers.remove(send)
-
-    async def _log(self, name: str, data: dict[str, Any], *, seq: int | None = None) -> None:
-        await self._db(self._store.add_event, self.id, name, data, seq=seq, now=self._clock())
+        await self._fanout.publish(event)
 
     def close_subscribers(self) -> None:
-        for send in self._subscribers:
-            send.close()
+        self._fanout.close()
 
     async def _db(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         # SQLite commits fsync: keep them off the event loop.
         return await anyio.to_thread.run_sync(lambda: method(*args, **kwargs))
 
-
-def _lifecycle_json(event: LifecycleEvent) -> tuple[str, dict[str, Any]]:
-    if isinstance(event, AgentStarted):
-        return "agent_started", {
-            "pid": event.pid,
-            "agentInfo": event.agent_info,
-            "protocolVersion": event.protocol_version,
-            "generation": event.generation,
-        }
-    if isinstance(event, AgentExited):
-        return "agent_exited", {
-            "pid": event.pid,
-            "returncode": event.returncode,
-            "signal": event.signal,
-            "reason": event.reason,
-            "stderr_tail": event.stderr_tail,
-            "will_restart": event.will_restart,
-        }
-    if isinstance(event, AgentRestarting):
-        return "agent_restarted", {"attempt": event.attempt, "delay_s": event.delay_s}
-    if isinstance(event, SessionRestored):
-        return "session_restored", {"sessionId": event.session_id, "how": event.how}
-    if isinstance(event, SessionReplaced):
-        return "session_replaced", {"old": event.old, "new": event.new, "reason": event.reason}
-    assert isinstance(event, AgentGaveUp)
-    return "agent_gave_up", {"reason": event.reason, "history": list(event.history)}

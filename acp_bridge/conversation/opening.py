@@ -4,6 +4,11 @@ The agent session is the stored one (or the one asked for): restored with ``sess
 else ``session/resume``; if the agent refuses, a new session stands in and a ``session`` event
 says which it replaced. Messages left ``running`` by a crash of the bridge end failed and
 recoverable; the queue goes on with the next message never prompted.
+
+Leaving the context, however it is left (the body returns, raises, or is cancelled from
+outside), stops the conversation the way :meth:`Conversation.shutdown` describes: the running
+turn is cancelled and waited for, bounded, and recorded ``cancelled`` before any task is
+cancelled.
 """
 
 from __future__ import annotations
@@ -17,13 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
 
-from acp_bridge.client.events import AgentStarted
+from acp_bridge.client.events import AgentStarted, LifecycleEvent
 from acp_bridge.client.session import Session
 from acp_bridge.client.supervisor import SupervisedAgent
 from acp_bridge.conversation.conversation import Conversation
-from acp_bridge.conversation.queue_model import MessageRecord, MessageState
-from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
+from acp_bridge.conversation.store import ConversationRecord, QueueStore, StoredMessage
 from acp_bridge.errors import BridgeError
 from acp_bridge.session.driver import TurnPolicy
 
@@ -68,51 +75,62 @@ async def _conversation_scope(
 ) -> AsyncIterator[Conversation]:
     async with anyio.create_task_group() as tg:
         session, how, replaced_from = await _open_session(agent, record, session_id)
-        await _apply_choices(session, record)
-        await anyio.to_thread.run_sync(
-            lambda: store.update_conversation(record.id, session_id=session.id, now=time.time())
-        )
         conversation = Conversation(store, record, agent, session, policy or TurnPolicy(), tg)
         lifecycle = agent.subscribe()
-
-        async def forward_lifecycle() -> None:
-            with contextlib.suppress(anyio.ClosedResourceError):
-                async for event in lifecycle:
-                    await conversation.on_lifecycle(event)
-
-        tg.start_soon(forward_lifecycle)
-        for event in agent.event_log:
-            if isinstance(event, AgentStarted):
-                await conversation.on_lifecycle(event)
-        data: dict[str, Any] = {"sessionId": session.id, "how": how}
-        if replaced_from is not None:
-            data["replaced"] = replaced_from
-        await conversation.emit("session", data, keep=True)
-        recovered = await anyio.to_thread.run_sync(
-            lambda: store.recover_after_crash(record.id, now=time.time())
-        )
-        for seq in recovered:
-            error = {"code": "bridge_stopped", "message": "the bridge stopped during this turn"}
-            data = {
-                "seq": seq,
-                "error": conversation.structured_error(error, True),
-                "recoverable": True,
-            }
-            await conversation.emit("turn_failed", data, seq=seq, keep=True)
-        stored = await anyio.to_thread.run_sync(lambda: store.messages(record.id))
-        fresh = await anyio.to_thread.run_sync(lambda: store.get_conversation(record.id))
-        await conversation.start(
-            [_machine_record(m) for m in _prompt_order(stored)],
-            paused=bool(fresh and fresh.paused),
-        )
         try:
+            await _start(conversation, store, record, session, how, replaced_from, tg, lifecycle)
             yield conversation
         finally:
-            tg.cancel_scope.cancel()
-            with anyio.CancelScope(shield=True):
-                await conversation.close()
+            with anyio.CancelScope(shield=True):  # every wait inside is bounded
+                await conversation.shutdown()
                 conversation.close_subscribers()
                 lifecycle.close()
+            tg.cancel_scope.cancel()
+
+
+async def _start(
+    conversation: Conversation,
+    store: QueueStore,
+    record: ConversationRecord,
+    session: Session,
+    how: str,
+    replaced_from: str | None,
+    tg: TaskGroup,
+    lifecycle: MemoryObjectReceiveStream[LifecycleEvent],
+) -> None:
+    await _apply_choices(session, record)
+    await anyio.to_thread.run_sync(
+        lambda: store.update_conversation(record.id, session_id=session.id, now=time.time())
+    )
+
+    async def forward_lifecycle() -> None:
+        with contextlib.suppress(anyio.ClosedResourceError):
+            async for event in lifecycle:
+                await conversation.on_lifecycle(event)
+
+    tg.start_soon(forward_lifecycle)
+    for event in conversation.agent.event_log:
+        if isinstance(event, AgentStarted):
+            await conversation.on_lifecycle(event)
+    data: dict[str, Any] = {"sessionId": session.id, "how": how}
+    if replaced_from is not None:
+        data["replaced"] = replaced_from
+    await conversation.emit("session", data, keep=True)
+    recovered = await anyio.to_thread.run_sync(
+        lambda: store.recover_after_crash(record.id, now=time.time())
+    )
+    for seq in recovered:
+        data = {
+            "seq": seq,
+            "error": conversation.structured_error(dict(BRIDGE_STOPPED_ERROR), True),
+            "recoverable": True,
+        }
+        await conversation.emit("turn_failed", data, seq=seq, keep=True)
+    stored = await anyio.to_thread.run_sync(lambda: store.messages(record.id))
+    fresh = await anyio.to_thread.run_sync(lambda: store.get_conversation(record.id))
+    await conversation.start(
+        [m.record() for m in _prompt_order(stored)], paused=bool(fresh and fresh.paused)
+    )
 
 
 async def _open_session(
@@ -149,20 +167,6 @@ async def _apply_choices(session: Session, record: ConversationRecord) -> None:
         log.warning("%s: could not apply the stored choices: %s", session.id, exc)
 
 
-def _prompt_order(stored: list[Any]) -> list[Any]:
+def _prompt_order(stored: list[StoredMessage]) -> list[StoredMessage]:
     queued = sorted((m for m in stored if m.state == "queued"), key=lambda m: m.position)
     return [m for m in stored if m.state != "queued"] + queued
-
-
-def _machine_record(stored: Any) -> MessageRecord:
-    state = MessageState[str(stored.state).upper()]
-    failed = state is MessageState.FAILED
-    error = stored.error.get("message") if isinstance(stored.error, dict) else stored.error
-    return MessageRecord(
-        seq=stored.seq,
-        state=state,
-        attempt=max(1, stored.attempts),
-        stop_reason=stored.stop_reason,
-        error=str(error or "failed") if failed else None,
-        recoverable=bool(stored.recoverable) if failed else None,
-    )

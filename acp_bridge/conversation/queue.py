@@ -64,6 +64,7 @@ from collections.abc import Iterable
 
 from acp_bridge.conversation.queue_model import (
     AGENT_TRANSITIONS,
+    BRIDGE_STOPPED_ERROR,
     GATE_TRANSITIONS,
     MESSAGE_TRANSITIONS,
     RETRYABLE_STATES,
@@ -102,9 +103,7 @@ from acp_bridge.conversation.queue_model import (
 )
 from acp_bridge.errors import LocalProtocolError, ResourceClosedError
 
-__all__ = ["BRIDGE_CRASH_ERROR", "QueueMachine"]
-
-BRIDGE_CRASH_ERROR = "the bridge stopped while this turn was running"
+__all__ = ["QueueMachine"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -163,8 +162,9 @@ class QueueMachine:
                 cut.append(record.seq)
         machine._idle = None  # report where the restored queue stands
         actions: list[Action] = []
+        crashed = TurnFailed(BRIDGE_STOPPED_ERROR["message"], recoverable=True)
         for seq in cut:
-            actions += machine._finish(seq, TurnFailed(BRIDGE_CRASH_ERROR, recoverable=True))
+            actions += machine._finish(seq, crashed)
         return machine, actions + machine.pump()
 
     def __repr__(self) -> str:

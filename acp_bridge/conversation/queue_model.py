@@ -24,12 +24,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Final, Literal, TypeVar
 
 from acp_bridge.errors import LocalProtocolError
 
 __all__ = [
     "AGENT_TRANSITIONS",
+    "BRIDGE_STOPPED_ERROR",
     "FINAL_STATES",
     "GATE_TRANSITIONS",
     "MESSAGE_TRANSITIONS",
@@ -75,6 +76,12 @@ __all__ = [
 ]
 
 TIMEOUT_ERROR = "the turn ran past its deadline"
+BRIDGE_STOPPED_ERROR: Final[Mapping[str, str]] = {
+    "code": "bridge_stopped",
+    "message": "the bridge stopped during this turn",
+}
+"""The error of a message that was running when the bridge process itself died (a crash: a
+clean stop records the message cancelled instead). Stored as is; the machine uses its message."""
 
 CancelReason = Literal["interrupt", "stop", "close", "timeout"]
 """Who asked for a cancel: a send with interrupt, stop(), close(), or the driver's turn deadline."""
@@ -85,7 +92,10 @@ IdleReason = Literal["drained", "paused", "agent_gone", "closed"]
 # -- states -----------------------------------------------------------------------------------
 
 
-class MessageState(enum.Enum):
+class MessageState(enum.StrEnum):
+    """Where a message is: waiting, being prompted, or one of the four final states. The
+    values are what the store keeps."""
+
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"

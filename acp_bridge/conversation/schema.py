@@ -22,12 +22,12 @@ History:
 
 from __future__ import annotations
 
-import enum
 import json
 import sqlite3
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from acp_bridge.conversation.queue_model import MessageRecord, MessageState
 from acp_bridge.errors import QueueStoreError
 
 __all__ = [
@@ -36,9 +36,9 @@ __all__ = [
     "MIGRATIONS",
     "ConversationRecord",
     "EventRecord",
-    "MessageRecord",
     "MessageState",
     "Migration",
+    "StoredMessage",
     "connect",
     "conversation_from_row",
     "dumps",
@@ -53,21 +53,6 @@ _J = TypeVar("_J", dict[str, Any], list[Any])
 
 # "ACPB" in ASCII: identifies an acp-bridge queue store in the SQLite header.
 APPLICATION_ID: Final = 0x41435042
-
-
-class MessageState(enum.StrEnum):
-    """Where a message is: waiting, being prompted, or one of the four final states."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    CANCELLED = "cancelled"
-    SUPERSEDED = "superseded"
-    FAILED = "failed"
-
-    @property
-    def is_final(self) -> bool:
-        return self not in (MessageState.QUEUED, MessageState.RUNNING)
 
 
 @dataclass(frozen=True)
@@ -92,10 +77,12 @@ class ConversationRecord:
 
 
 @dataclass(frozen=True)
-class MessageRecord:
-    """A stored message. ``seq`` is its creation order; ``position`` its place in the queue
-    (lowest first, meaningful among queued messages); ``attempts`` counts its starts.
-    ``content`` holds ACP content blocks; ``error`` is ``{code, message, details}``.
+class StoredMessage:
+    """A stored message: the queue's :class:`~.queue_model.MessageRecord` (see
+    :meth:`record`) plus what only the store keeps. ``seq`` is its creation order;
+    ``position`` its place in the queue (lowest first, meaningful among queued messages);
+    ``attempts`` counts its starts. ``content`` holds ACP content blocks; ``error`` is
+    ``{code, message, details}``.
     """
 
     conversation_id: str
@@ -114,6 +101,19 @@ class MessageRecord:
     @property
     def is_final(self) -> bool:
         return self.state.is_final
+
+    def record(self) -> MessageRecord:
+        """The message as the queue machine sees it (attempts count from 1 there)."""
+        failed = self.state is MessageState.FAILED
+        message = (self.error or {}).get("message")
+        return MessageRecord(
+            seq=self.seq,
+            state=self.state,
+            attempt=max(1, self.attempts),
+            stop_reason=self.stop_reason,
+            error=str(message or "failed") if failed else None,
+            recoverable=bool(self.recoverable) if failed else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -155,9 +155,9 @@ def conversation_from_row(row: sqlite3.Row) -> ConversationRecord:
     )
 
 
-def message_from_row(row: sqlite3.Row) -> MessageRecord:
+def message_from_row(row: sqlite3.Row) -> StoredMessage:
     error, recoverable = row["error"], row["recoverable"]
-    return MessageRecord(
+    return StoredMessage(
         conversation_id=row["conversation_id"],
         seq=row["seq"],
         position=row["position"],

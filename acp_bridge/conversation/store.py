@@ -52,11 +52,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, TypedDict, TypeVar, Unpack
 
+from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
 from acp_bridge.conversation.schema import (
     ConversationRecord,
     EventRecord,
-    MessageRecord,
     MessageState,
+    StoredMessage,
     connect,
     conversation_from_row,
     dumps,
@@ -66,29 +67,27 @@ from acp_bridge.conversation.schema import (
 from acp_bridge.errors import QueueStoreError, ResourceClosedError
 
 __all__ = [
-    "BRIDGE_STOPPED_ERROR",
     "BUSY_TIMEOUT_S",
     "AlreadyRunningError",
     "ConversationChanges",
     "ConversationRecord",
     "EventRecord",
-    "MessageRecord",
+    "LogEntry",
     "MessageState",
     "QueueStore",
+    "StoredMessage",
     "UnknownConversationError",
     "UnknownMessageError",
 ]
 
 # How long a write waits for another process's write transaction before failing.
 BUSY_TIMEOUT_S: Final = 10.0
-# The error of a message that was running when the bridge process died.
-BRIDGE_STOPPED_ERROR: Final = {
-    "code": "bridge_stopped",
-    "message": "the bridge stopped during this turn",
-}
 _RETRYABLE: Final = (MessageState.CANCELLED, MessageState.SUPERSEDED, MessageState.FAILED)
 _JSON_FIELDS: Final = frozenset({"config", "mcp_servers", "additional_directories"})
 _T = TypeVar("_T")
+
+LogEntry = tuple[str, Any, "int | None"]
+"""One event log entry to write: (kind, JSON data, the message seq it belongs to or None)."""
 
 
 class UnknownConversationError(QueueStoreError):
@@ -253,7 +252,7 @@ class QueueStore:
         next: bool = False,
         unpause: bool = False,
         now: float,
-    ) -> MessageRecord:
+    ) -> StoredMessage:
         """Queue a message (committed and fsynced on return) and return it.
 
         ``next=True`` puts it ahead of every queued message; ``unpause=True`` also clears the
@@ -277,7 +276,7 @@ class QueueStore:
             assert message is not None  # inserted just above, in this transaction
             return message
 
-    def next_queued(self, conversation_id: str) -> MessageRecord | None:
+    def next_queued(self, conversation_id: str) -> StoredMessage | None:
         """The queued message with the lowest position, or None: an index lookup, never a scan."""
         with self._transaction("find the next queued message", write=False) as db:
             row = db.execute(
@@ -290,7 +289,7 @@ class QueueStore:
                 return None
             return self._decode(message_from_row, row)
 
-    def queued(self, conversation_id: str) -> list[MessageRecord]:
+    def queued(self, conversation_id: str) -> list[StoredMessage]:
         """Every queued message in prompt order (a restarted bridge rebuilds its queue from it)."""
         with self._transaction("list the queue", write=False) as db:
             self._require(db, conversation_id)
@@ -346,11 +345,13 @@ class QueueStore:
         error: Mapping[str, Any] | None = None,
         recoverable: bool | None = None,
         now: float,
+        log: Sequence[LogEntry] = (),
         event: tuple[str, Any] | None = None,
     ) -> bool:
         """Move a queued or running message to its final ``state``, once.
 
-        ``event`` (kind, data) is logged in the same transaction when the state changes.
+        ``log`` entries are written in the same transaction whatever happens (a batch of the
+        turn's entries); ``event`` (kind, data) only when the state changes, after them.
 
         False (and nothing changes) when the message is already final. ``done`` needs
         ``stop_reason``; ``failed`` needs ``error`` and ``recoverable``.
@@ -368,6 +369,8 @@ class QueueStore:
         outcome = (final.value, stop_reason, None if error is None else dumps(dict(error)))
         flag = None if recoverable is None else int(recoverable)
         with self._transaction(f"finish message {seq} of {conversation_id!r}") as db:
+            for kind, data, entry_seq in log:
+                _insert_event(db, conversation_id, (kind, data), entry_seq, now)
             cursor = db.execute(
                 "UPDATE messages SET state = ?, stop_reason = ?, error = ?, recoverable = ?,"
                 " finished_at = ? WHERE conversation_id = ? AND seq = ?"
@@ -426,7 +429,7 @@ class QueueStore:
 
     def messages(
         self, conversation_id: str, states: Iterable[MessageState | str] | None = None
-    ) -> list[MessageRecord]:
+    ) -> list[StoredMessage]:
         """The conversation's messages in seq (creation) order, optionally only some states."""
         wanted = None if states is None else sorted({MessageState(s).value for s in states})
         query = "SELECT * FROM messages WHERE conversation_id = ?"
@@ -437,7 +440,7 @@ class QueueStore:
             rows = db.execute(query + " ORDER BY seq", (conversation_id, *(wanted or ())))
             return [self._decode(message_from_row, row) for row in rows.fetchall()]
 
-    def get_message(self, conversation_id: str, seq: int) -> MessageRecord | None:
+    def get_message(self, conversation_id: str, seq: int) -> StoredMessage | None:
         with self._transaction("read a message", write=False) as db:
             message = self._message(db, conversation_id, seq)
             if message is None:
@@ -457,6 +460,13 @@ class QueueStore:
             else:
                 self._state(db, conversation_id, seq)  # raises if there is no such message
             return _insert_event(db, conversation_id, (kind, data), seq, now, body=body)
+
+    def add_events(self, conversation_id: str, entries: Sequence[LogEntry], *, now: float) -> None:
+        """Append several events in one transaction (one commit, one fsync)."""
+        with self._transaction(f"log events of {conversation_id!r}") as db:
+            self._require(db, conversation_id)
+            for kind, data, seq in entries:
+                _insert_event(db, conversation_id, (kind, data), seq, now)
 
     def events(
         self, conversation_id: str, after_id: int = 0, limit: int | None = None
@@ -506,7 +516,7 @@ class QueueStore:
 
     def _message(
         self, db: sqlite3.Connection, conversation_id: str, seq: int
-    ) -> MessageRecord | None:
+    ) -> StoredMessage | None:
         row = db.execute(
             "SELECT * FROM messages WHERE conversation_id = ? AND seq = ?", (conversation_id, seq)
         ).fetchone()

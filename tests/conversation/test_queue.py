@@ -14,9 +14,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from acp_bridge.conversation.queue import BRIDGE_CRASH_ERROR, QueueMachine
+from acp_bridge.conversation.queue import QueueMachine
 from acp_bridge.conversation.queue_model import (
     AGENT_TRANSITIONS,
+    BRIDGE_STOPPED_ERROR,
     FINAL_STATES,
     GATE_TRANSITIONS,
     MESSAGE_TRANSITIONS,
@@ -162,7 +163,8 @@ def test_a_message_in_flight_when_the_bridge_died_fails_recoverable_and_the_queu
         MessageRecord(4, QUEUED),
     ]
     machine, actions = QueueMachine.restore(records)
-    assert actions[0] == MessageFinal(2, 1, FAILED, error=BRIDGE_CRASH_ERROR, recoverable=True)
+    crashed = BRIDGE_STOPPED_ERROR["message"]
+    assert actions[0] == MessageFinal(2, 1, FAILED, error=crashed, recoverable=True)
     assert drain(machine, actions) == [3, 4]
     assert machine.message(2).state is FAILED  # nothing prompted twice
     assert start_in(machine.retry(2)) == StartTurn(2, attempt=2, generation=1)

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from acp_bridge.conversation.schema import LATEST_VERSION, MIGRATIONS, Migration, migrate
 from acp_bridge.conversation.store import (
     AlreadyRunningError,
-    MessageRecord,
     MessageState,
     QueueStore,
+    StoredMessage,
     UnknownConversationError,
     UnknownMessageError,
 )
@@ -607,7 +607,7 @@ def test_any_interleaving_keeps_the_queue_invariants(
     queue: list[int] = []  # the expected order of queued messages
     states: dict[int, MessageState] = {}
     attempts: dict[int, int] = {}
-    settled: dict[int, MessageRecord] = {}  # final records: they must not change unless retried
+    settled: dict[int, StoredMessage] = {}  # final records: they must not change unless retried
     with QueueStore.open(":memory:") as store:
         store.create_conversation("c", agent=AGENT, cwd="/work", now=0.0)
         for step, (operation, index, flag, final) in enumerate(operations, start=1):

@@ -1,0 +1,191 @@
+"""Leaving a conversation while a turn runs records the turn's final state before anything is
+cancelled: the store says ``cancelled`` (never ``running``, which a later resume would take for
+a crash of the bridge) and subscribers get ``turn_ended``.
+
+Before the fix, ``open_conversation`` cancelled the task group running the turn before closing
+the conversation: every test here found the message still ``running`` and no ``turn_ended``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from acp_bridge.client.options import ClientOptions
+from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.opening import open_conversation
+from acp_bridge.conversation.store import QueueStore
+from acp_bridge.process.launcher import ShutdownTimeouts
+from acp_bridge.process.policy import RestartPolicy
+from acp_bridge.process.spec import AgentSpec
+from acp_bridge.session.driver import TurnPolicy
+from acp_bridge.session.turn import TurnTimings
+
+pytestmark = pytest.mark.anyio
+
+AGENTS = Path(__file__).resolve().parents[2] / "fixtures" / "agents"
+GRACE_S = 0.5
+OPTIONS = ClientOptions(
+    restart=RestartPolicy(initial_delay_s=0.01, max_delay_s=0.05),
+    shutdown=ShutdownTimeouts(stdin_close_grace_s=0.5, term_grace_s=0.5, kill_wait_s=5),
+    cancel_grace_s=GRACE_S,
+)
+POLICY = TurnPolicy(timings=TurnTimings(cancel_grace_s=GRACE_S))
+
+Body = Callable[[Conversation], Awaitable[None]]
+
+
+def fake(script: str, *flags: str) -> AgentSpec:
+    return AgentSpec([sys.executable, "-u", str(AGENTS / script), *flags], name=script[:-3])
+
+
+@asynccontextmanager
+async def collecting(
+    tmp_path: Path, spec: AgentSpec
+) -> AsyncIterator[tuple[Conversation, list[dict[str, Any]], anyio.Event]]:
+    """A conversation whose events are collected by a task that outlives it: it reads until
+    the conversation closes its stream, so events published while closing are seen too."""
+    seen: list[dict[str, Any]] = []
+    first_update = anyio.Event()
+    store = QueueStore.open(tmp_path / "q.db")
+    record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
+    try:
+        async with (
+            open_supervised_agent(spec, OPTIONS) as agent,
+            anyio.create_task_group() as tg,
+            open_conversation(store, agent, record, policy=POLICY) as conv,
+        ):
+            events = conv.subscribe(replay=True)
+
+            async def collect() -> None:
+                with events:
+                    async for event in events:
+                        seen.append(event)
+                        if event["event"] == "update":
+                            first_update.set()
+
+            tg.start_soon(collect)
+            yield conv, seen, first_update
+    finally:
+        store.close()
+
+
+def stored_states(tmp_path: Path) -> dict[int, str]:
+    with QueueStore.open(tmp_path / "q.db") as store:
+        record = store.latest_conversation()
+        assert record is not None
+        return {m.seq: m.state.value for m in store.messages(record.id)}
+
+
+def turn_ended(seen: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
+    return [(e["seq"], e["state"], e["stopReason"]) for e in seen if e["event"] == "turn_ended"]
+
+
+async def stop_then_leave(conv: Conversation) -> None:
+    await conv.stop()
+
+
+async def just_leave(conv: Conversation) -> None:
+    pass
+
+
+@pytest.mark.parametrize("body", [stop_then_leave, just_leave], ids=["stop", "close"])
+@pytest.mark.parametrize(
+    "script", ["slow_agent.py", "stubborn_agent.py"], ids=["cooperative", "stubborn"]
+)
+async def test_leaving_while_a_turn_runs_records_it_cancelled(
+    tmp_path: Path, script: str, body: Body
+) -> None:
+    """A cooperative agent answers the cancel; a stubborn one never does, so the turn closes
+    at the grace window and the agent is quarantined. Either way the turn is recorded."""
+    program = "echo working; wait" if script == "slow_agent.py" else "echo working; hang"
+    with anyio.fail_after(30):
+        async with collecting(tmp_path, fake(script)) as (conv, seen, first_update):
+            await conv.send(program)
+            await first_update.wait()
+            await body(conv)
+    assert stored_states(tmp_path) == {1: "cancelled"}
+    assert turn_ended(seen) == [(1, "cancelled", "cancelled")]
+
+
+async def test_a_conversation_cancelled_from_outside_still_records_its_turn(
+    tmp_path: Path,
+) -> None:
+    """The caller's scope is cancelled (a timeout, a signal): the turn is shielded from it
+    until it is recorded, within the stop bound. The reader lives outside that scope."""
+    store = QueueStore.open(tmp_path / "q.db")
+    record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
+    seen: list[dict[str, Any]] = []
+    try:
+        with anyio.fail_after(30):
+            async with (
+                open_supervised_agent(fake("slow_agent.py"), OPTIONS) as agent,
+                anyio.create_task_group() as readers,
+            ):
+                with anyio.CancelScope() as outer:
+                    async with open_conversation(store, agent, record, policy=POLICY) as conv:
+                        events = conv.subscribe()
+                        got_update = anyio.Event()
+
+                        async def collect() -> None:
+                            with events:
+                                async for event in events:
+                                    seen.append(event)
+                                    got_update.set()
+
+                        readers.start_soon(collect)
+                        await conv.send("echo working; wait")
+                        while not any(e["event"] == "update" for e in seen):
+                            await got_update.wait()
+                            got_update = anyio.Event()
+                        outer.cancel()
+                        await anyio.sleep_forever()
+    finally:
+        store.close()
+    assert stored_states(tmp_path) == {1: "cancelled"}
+    assert turn_ended(seen) == [(1, "cancelled", "cancelled")]
+
+
+async def test_stop_now_cuts_the_wait_and_still_records_the_turn_cancelled(
+    tmp_path: Path,
+) -> None:
+    """A stop *now* (the CLI's second signal: kill the agent's tree, then stop_now) does not
+    wait out the grace window of a stubborn agent; the turn is still recorded cancelled."""
+    slow_grace = TurnPolicy(timings=TurnTimings(cancel_grace_s=60))
+    store = QueueStore.open(tmp_path / "q.db")
+    record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
+    seen: list[dict[str, Any]] = []
+    try:
+        with anyio.fail_after(20):  # far below the 60 s grace window
+            async with (
+                open_supervised_agent(fake("stubborn_agent.py"), OPTIONS) as agent,
+                anyio.create_task_group() as tg,
+                open_conversation(store, agent, record, policy=slow_grace) as conv,
+            ):
+                events = conv.subscribe()
+                got_update = anyio.Event()
+
+                async def collect() -> None:
+                    with events:
+                        async for event in events:
+                            seen.append(event)
+                            if event["event"] == "update":
+                                got_update.set()
+
+                tg.start_soon(collect)
+                await conv.send("echo working; hang")
+                await got_update.wait()
+                await conv.stop()
+                agent.kill_now()
+                conv.stop_now()
+    finally:
+        store.close()
+    assert stored_states(tmp_path) == {1: "cancelled"}
+    assert turn_ended(seen) == [(1, "cancelled", "cancelled")]
