@@ -184,3 +184,115 @@ def test_sigint_cancels_the_turn_stops_the_agent_and_exits_130(tmp_path: Path) -
     assert agent_pid is not None
     with contextlib.suppress(psutil.NoSuchProcess):
         assert psutil.Process(agent_pid).status() == psutil.STATUS_ZOMBIE
+
+
+STUBBORN = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "stubborn_agent.py")]
+
+
+def start_bridge(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "acp_bridge", "run", "--json", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
+
+
+def read_until_update(bridge: subprocess.Popen[str]) -> list[dict[str, Any]]:
+    """The events up to the first update of the turn: the turn is running."""
+    assert bridge.stdout is not None
+    seen = []
+    for line in bridge.stdout:
+        seen.append(json.loads(line))
+        if seen[-1]["event"] == "update":
+            return seen
+    raise AssertionError(f"the bridge ended before the turn started: {seen}")
+
+
+def finish(bridge: subprocess.Popen[str], timeout: float) -> tuple[int, str, str]:
+    try:
+        out, err = bridge.communicate(timeout=timeout)
+    finally:
+        bridge.kill()
+    return bridge.returncode, out, err
+
+
+def stored_rows(store: Path) -> list[tuple[int, str]]:
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        return db.execute("SELECT seq, state FROM messages ORDER BY seq").fetchall()
+
+
+def test_sigint_records_the_turn_cancelled_and_resume_does_not_call_it_a_crash(
+    tmp_path: Path,
+) -> None:
+    """Before the fix the store kept the message ``running`` after SIGINT, no ``turn_ended``
+    was printed, and ``--resume`` reported "the bridge stopped during this turn"."""
+    store = tmp_path / "s.db"
+    bridge = start_bridge(
+        "--store", str(store), "-m", "echo working; wait", "--", *ECHO, cwd=tmp_path
+    )
+    before = read_until_update(bridge)
+    bridge.send_signal(signal.SIGINT)
+    returncode, out, err = finish(bridge, timeout=30)
+    assert returncode == 130, err
+    after = events(out)
+    ended = [e for e in after if e["event"] == "turn_ended"]
+    assert [(e["seq"], e["state"]) for e in ended] == [(1, "cancelled")]
+    assert all(e["event"] != "turn_failed" for e in before + after)
+    assert stored_rows(store) == [(1, "cancelled")]
+
+    resumed = run("--json", "--store", str(store), "--resume", "--", *ECHO, stdin="", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [e for e in events(resumed.stdout) if e["event"] == "turn_failed"] == []
+    assert "bridge stopped" not in resumed.stdout + resumed.stderr
+    assert stored_rows(store) == [(1, "cancelled")]  # stopped, so not prompted again
+
+
+def test_a_second_sigint_kills_the_agent_tree_at_once_and_exits_130(tmp_path: Path) -> None:
+    """A stubborn agent that ignores cancel, EOF and SIGTERM, with a grandchild. The first
+    SIGINT starts the graceful stop (a 30 s grace window here); the second one must stop now.
+    Before the fix the second SIGINT broke the shutdown: the exit took 9.5 s and reported a
+    false "survived SIGKILL". Connect-back sockets prove the whole tree is gone."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(20)
+    port = listener.getsockname()[1]
+    agent = [*STUBBORN, "--ignore-sigterm", "--fork", "--connect-back", str(port)]
+    bridge = start_bridge(
+        "-v", "--store", str(tmp_path / "s.db"), "--grace", "30", "-m", "hi", "--", *agent,
+        cwd=tmp_path,
+    )  # fmt: skip
+    peers = []
+    agent_pid = None
+    try:
+        for _ in range(2):
+            peers.append(listener.accept()[0])
+        started = read_until_update(bridge)
+        agent_pid = next(e["pid"] for e in started if e["event"] == "agent_started")
+        bridge.send_signal(signal.SIGINT)
+        # Two signals sent back to back may reach the bridge as one (the kernel does not queue
+        # them): send the second once the first has been acted on, i.e. once the agent (its
+        # stderr forwarded with -v) got session/cancel, which it ignores.
+        assert bridge.stderr is not None
+        for line in bridge.stderr:
+            if "session/cancel" in line:
+                break
+        bridge.send_signal(signal.SIGINT)
+        returncode, _out, err = finish(bridge, timeout=20)
+        assert returncode == 130, err
+        assert "survived" not in err
+        for peer in peers:  # each process's socket closes when it dies
+            peer.settimeout(20)
+            while peer.recv(4096):
+                pass
+    finally:
+        bridge.kill()
+        if agent_pid is not None:  # only if the test failed: never leave the agent behind
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(agent_pid, signal.SIGKILL)
+        for peer in peers:
+            peer.close()
+        listener.close()
+    assert stored_rows(tmp_path / "s.db") == [(1, "cancelled")]
