@@ -43,9 +43,9 @@ RequestHandler = Callable[[Any], Awaitable[Any]]
 @functools.cache
 def _jsonrpcserver() -> tuple[ModuleType, ModuleType, ModuleType, Any]:
     from jsonrpcserver import async_dispatcher, dispatcher, response, result
-    from jsonrpcserver.sentinels import NOCONTEXT
+    from oslash.either import Right
 
-    return async_dispatcher, dispatcher, response, (result, NOCONTEXT)
+    return async_dispatcher, dispatcher, response, (result, Right)
 
 
 class RequestDispatcher:
@@ -59,28 +59,52 @@ class RequestDispatcher:
 
     def __init__(self) -> None:
         self._methods: dict[str, Callable[..., Awaitable[Any]]] = {}
+        self._routes: dict[str, tuple[Any, Callable[..., Awaitable[Any]]]] = {}
 
     def __contains__(self, method: str) -> bool:
         return method in self._methods
 
     def register(self, method: str, handler: RequestHandler) -> None:
         self._methods[method] = _adapt(handler, method)
+        self._routes.pop(method, None)
 
     async def dispatch(self, request: Request) -> dict[str, Any]:
         """Run the handler for ``request``; return the complete JSON-RPC response object.
 
-        An unknown method is answered -32601 by jsonrpcserver's own lookup.
+        An unknown method is answered -32601 by jsonrpcserver's own lookup. For a registered
+        method, jsonrpcserver's lookup and argument check (``dispatch_request`` minus the
+        call) give the same answer every time, since we always pass the same empty params and
+        adapter: it runs once and its outcome is kept (one entry per registered method, so
+        the cache is bounded by our own registrations; unknown names are never kept).
         """
-        async_dispatcher, dispatcher, response, (_result, _nocontext) = _jsonrpcserver()
-        server_request = dispatcher.create_request(
-            {"method": request.method, "params": [], "id": 0}
-        )
-        _, outcome = await async_dispatcher.dispatch_request(self._methods, request, server_request)
+        async_dispatcher, dispatcher, response, _ = _jsonrpcserver()
+        route = self._routes.get(request.method)
+        if route is None:
+            server_request = dispatcher.create_request(
+                {"method": request.method, "params": [], "id": 0}
+            )
+            _, outcome = await async_dispatcher.dispatch_request(
+                self._methods, request, server_request
+            )
+            if request.method in self._methods:
+                self._remember_route(request.method, server_request)
+        else:
+            server_request, method = route
+            outcome = await async_dispatcher.call(server_request, request, method)
         serializable: dict[str, Any] = response.to_serializable(
             dispatcher.to_response(server_request, outcome)
         )
         serializable["id"] = request.id  # ids may be null, which jsonrpcserver reserves
         return serializable
+
+
+    def _remember_route(self, method: str, server_request: Any) -> None:
+        _, dispatcher, _, (_result, right) = _jsonrpcserver()
+        looked_up = dispatcher.get_method(self._methods, method).bind(
+            functools.partial(dispatcher.validate_args, server_request, None)
+        )
+        if isinstance(looked_up, right):
+            self._routes[method] = (server_request, looked_up._value)
 
 
 _ADAPTER_SIGNATURE = inspect.Signature(

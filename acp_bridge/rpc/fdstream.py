@@ -84,14 +84,25 @@ class FdSendStream(_FdStream, ByteSendStream):
         super().__init__(fd, close_fd=close_fd)
 
     async def send(self, item: bytes) -> None:
+        """Write all of ``item``. Cancellation takes effect only before the first byte: once
+        part of an item is written the rest follows, shielded, so a cancelled sender never
+        leaves half a message in the pipe. :meth:`aclose` still ends a stuck write.
+
+        A write the pipe takes at once does not yield to the scheduler (it is still a cancel
+        point): senders are the JSON-RPC writer, which yields while it waits for lines.
+        """
         view = memoryview(item)
-        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint_if_cancelled()
         while view:
             self._check_open()
             try:
                 written = os.write(self._fd, view)
             except BlockingIOError:
-                await anyio.wait_writable(self._fd)
+                if len(view) == len(item):
+                    await anyio.wait_writable(self._fd)
+                else:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.wait_writable(self._fd)
                 continue
             except OSError as exc:  # EPIPE above all: the reader is gone
                 raise anyio.BrokenResourceError from exc

@@ -5,20 +5,22 @@ unfinished line in a list and joins them once, when the newline arrives, so a 20
 one copy instead of the quadratic ``buf += chunk`` pattern. Completed lines from one chunk are
 handed out one at a time, so a chunk holding ten thousand small messages is split once.
 
-:class:`LineWriter` is the single writer of a connection: callers hand it whole lines through a
-bounded queue, and one task writes them, several at a time when they pile up, so lines never
-interleave and a cancelled caller can never leave half a line on the wire.
+:class:`LineWriter` serializes the writers of a connection: a short line is written by its caller
+when the stream is idle, anything else through a bounded queue that one task writes, several
+lines at a time when they pile up. Lines never interleave, keep their order, and a cancelled
+caller can never leave half a line on the wire.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import select
 from collections import deque
 from typing import Final
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
 
@@ -32,6 +34,8 @@ DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 _RECEIVE_CHUNK_BYTES: Final = 256 * 1024
 _WRITE_BATCH_BYTES: Final = 1024 * 1024
 """Lines queued together are joined into one write, up to about this many bytes."""
+_ATOMIC_WRITE_BYTES: Final = select.PIPE_BUF
+"""A pipe takes a write up to this size whole or not at all (POSIX): safe to write directly."""
 
 
 class LineReader:
@@ -123,41 +127,82 @@ class LineReader:
 
 
 class LineWriter:
-    """The one writer of a byte stream. ``send_line`` enqueues; :meth:`run` writes.
+    """The writers of a byte stream: lines go out whole, one at a time, in order.
 
-    The queue is bounded, so a peer that stops reading (a full pipe) eventually blocks senders
-    instead of growing memory; a sender that needs to know its line reached the stream passes
-    ``wait_written=True``.
+    A line is written directly by its sender when nothing is being written or waiting and the
+    line is at most ``select.PIPE_BUF`` bytes; otherwise it joins a bounded queue that
+    :meth:`run` writes, several lines per write when they pile up. A lock held for every write
+    keeps lines from interleaving, and a line only goes direct when the queue is empty, so
+    lines keep the order their senders handed them over.
+
+    The direct path needs no scheduler pass, but it runs in the sender's task, so it must not
+    leave half a line behind if that task is cancelled. That holds for the streams we write
+    to: a write of at most ``PIPE_BUF`` bytes to a pipe is all or nothing (POSIX), asyncio
+    transports buffer the whole item before their first await, memory streams take whole
+    items, and :class:`~acp_bridge.rpc.fdstream.FdSendStream` finishes an item it started.
+    Longer lines always go through :meth:`run`, which is only cancelled when the connection
+    ends.
+
+    At the bound (``queue_size`` lines waiting) senders wait for room: a peer that stops
+    reading (a full pipe) slows its senders instead of growing memory. A sender that needs to
+    know its line reached the stream passes ``wait_written=True``.
     """
 
     def __init__(self, stream: ByteSendStream, *, queue_size: int = 128) -> None:
+        if queue_size < 1:
+            raise ValueError("queue_size must be positive")
         self._stream = stream
-        self._send, self._receive = anyio.create_memory_object_stream[
-            tuple[bytes, anyio.Event | None]
-        ](queue_size)
+        self._queue: deque[tuple[bytes, anyio.Event | None]] = deque()
+        self._room = anyio.Semaphore(queue_size)  # a queued line holds a unit until written
+        self._lock = anyio.Lock(fast_acquire=True)  # held by whoever is writing
+        self._doorbell_send, self._doorbell = anyio.create_memory_object_stream[None](1)
+        self._closed = False
         self._failure: BaseException | None = None
 
     async def send_line(self, line: bytes, *, wait_written: bool = False) -> None:
-        """Queue one complete line (newline included) for writing.
+        """Write one complete line (newline included), directly or through the queue.
 
         Raises:
             ConnectionClosedError: the stream broke, before or while this line was written.
             ResourceClosedError: the writer was closed.
         """
-        self._raise_if_failed()
-        written = anyio.Event() if wait_written else None
+        self._raise_if_unusable()
+        if not self._queue and not self._lock.locked() and len(line) <= _ATOMIC_WRITE_BYTES:
+            async with self._lock:  # free, so taken without a scheduler pass
+                await self._write(line)
+            return
         try:
-            await self._send.send((line, written))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            self._raise_if_failed()
-            raise ResourceClosedError("the writer is closed") from exc
+            self._room.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._room.acquire()
+        if self._closed or self._failure is not None:
+            self._room.release()
+            self._raise_if_unusable()
+        written = anyio.Event() if wait_written else None
+        self._queue.append((line, written))
+        with contextlib.suppress(anyio.WouldBlock):
+            self._doorbell_send.send_nowait(None)  # one ring pending is enough
         if written is not None:
             await written.wait()
             self._raise_if_failed()
 
+    def _raise_if_unusable(self) -> None:
+        self._raise_if_failed()
+        if self._closed:
+            raise ResourceClosedError("the writer is closed")
+
     def _raise_if_failed(self) -> None:
         if self._failure is not None:
             raise ConnectionClosedError("cannot write: the stream is broken") from self._failure
+
+    async def _write(self, data: bytes) -> None:
+        try:
+            await self._stream.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            if self._failure is None:
+                self._failure = exc
+                self._doorbell_send.close()  # wakes run(), which reports the failure
+            raise ConnectionClosedError("the peer stopped reading") from exc
 
     async def run(self) -> None:
         """Write queued lines until :meth:`close` is called or the stream breaks.
@@ -166,63 +211,49 @@ class LineWriter:
             ConnectionClosedError: the stream broke; queued lines are dropped.
         """
         try:
-            async for line, written in self._receive:
-                await self._write_batch(line, written)
+            async for _ in self._doorbell:
+                async with self._lock:
+                    while self._queue:
+                        await self._write_batch()
+            self._raise_if_failed()
         finally:
             # Lines still queued after a failure or cancellation are dropped; their waiters
             # must still wake (and see the failure) rather than wait forever.
-            self._send.close()
-            for _line, written in _drain(self._receive):
-                if written is not None:
-                    written.set()
-            self._receive.close()
+            self.dispose()
 
-    async def _write_batch(self, line: bytes, written: anyio.Event | None) -> None:
-        batch = [line]
-        events = [written] if written is not None else []
-        size = len(line)
-        while size < _WRITE_BATCH_BYTES:
-            try:
-                line, written = self._receive.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream):
-                break
+    async def _write_batch(self) -> None:
+        batch: list[bytes] = []
+        events: list[anyio.Event] = []
+        size = 0
+        while self._queue and size < _WRITE_BATCH_BYTES:
+            line, written = self._queue.popleft()
             batch.append(line)
             size += len(line)
             if written is not None:
                 events.append(written)
         try:
-            await self._stream.send(b"".join(batch) if len(batch) > 1 else batch[0])
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            self._failure = exc
-            raise ConnectionClosedError("the peer stopped reading") from exc
+            await self._write(b"".join(batch) if len(batch) > 1 else batch[0])
         finally:
-            # Wake every waiter: on failure they see ``_failure`` and raise.
-            for event in events:
+            for _ in batch:
+                self._room.release()
+            for event in events:  # on failure they see ``_failure`` and raise
                 event.set()
 
     def close(self) -> None:
         """Stop accepting lines; :meth:`run` returns once the queue is written."""
-        self._send.close()
+        self._closed = True
+        self._doorbell_send.close()
 
     def dispose(self) -> None:
-        """Release the queue even if :meth:`run` never got to start (idempotent).
+        """Drop whatever is still queued and wake its waiters (idempotent).
 
         A task cancelled before its first step never runs its ``finally``, so the owner calls
         this once the writer's task is over.
         """
-        self._send.close()
-        for _line, written in _drain(self._receive):
+        self.close()
+        self._doorbell.close()
+        while self._queue:
+            _line, written = self._queue.popleft()
+            self._room.release()
             if written is not None:
                 written.set()
-        self._receive.close()
-
-
-def _drain(
-    receive: MemoryObjectReceiveStream[tuple[bytes, anyio.Event | None]],
-) -> list[tuple[bytes, anyio.Event | None]]:
-    items = []
-    while True:
-        try:
-            items.append(receive.receive_nowait())
-        except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-            return items

@@ -6,11 +6,19 @@ serves them on a single pair of byte streams.
 
 Concurrency:
 
-* :meth:`JsonRpcPeer.run` owns a task group holding the reader loop, the single writer, and one
-  task per incoming request, so a handler may itself call the other side.
-* Notifications are handled inline by the reader, in arrival order. ``session/update`` is the
-  high-rate path, and order matters there; a slow handler slows the reader, which is the
-  backpressure we want.
+* :meth:`JsonRpcPeer.run` owns a task group holding the reader loop, the queue writer (see
+  :class:`~acp_bridge.rpc.framing.LineWriter`; short lines are written by their sender when the
+  stream is idle), and one task per incoming request, so a handler may itself call the other
+  side.
+* At most ``max_requests_in_flight`` incoming requests are served at once. At the bound the
+  reader, holding the next request, waits for a handler to finish before it reads on: the
+  other side's writes back up into its pipe (backpressure; nothing is dropped or refused).
+  Responses and notifications that came before that request have been handled, but a handler
+  that waits for an answer from this same peer cannot get it while the reader waits, so the
+  bound (128 by default) must exceed the number of such handlers that can be open at once.
+* Notifications are handled inline by the reader, in arrival order, with no task each.
+  ``session/update`` is the high-rate path, and order matters there; a slow handler slows the
+  reader, which is the backpressure we want.
 * ``$/cancel_request`` cancels the named in-flight handler, which then answers -32800. A caller
   of :meth:`request` that is cancelled sends ``$/cancel_request`` for its call.
 
@@ -53,6 +61,9 @@ log = logging.getLogger(__name__)
 
 CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
 
+DEFAULT_MAX_REQUESTS_IN_FLIGHT: Final = 128
+"""Incoming requests served at once, per peer; past it the reader stops reading."""
+
 CANCEL_NOTICE_TIMEOUT_S: Final = 1.0
 """How long a cancelled caller may spend queueing its ``$/cancel_request``: the note is a
 courtesy, and the caller's own cancellation must not wait on a stuck pipe."""
@@ -87,7 +98,10 @@ class JsonRpcPeer:
         name: str = "peer",
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         id_prefix: str | None = None,
+        max_requests_in_flight: int = DEFAULT_MAX_REQUESTS_IN_FLIGHT,
     ) -> None:
+        if max_requests_in_flight < 1:
+            raise ValueError("max_requests_in_flight must be positive")
         self.name = name
         self._reader = LineReader(receive_stream, max_line_bytes=max_line_bytes)
         self._writer = LineWriter(send_stream)
@@ -96,6 +110,7 @@ class JsonRpcPeer:
         self._notification_handlers: dict[str, tuple[NotificationHandler, bool]] = {}
         self._observers: list[Observer] = []
         self._inflight: dict[RequestId, anyio.CancelScope] = {}
+        self._serving_slots = anyio.Semaphore(max_requests_in_flight)
         self._task_group: TaskGroup | None = None
         self._closed_reason: BaseException | None = None
         self._finished = anyio.Event()
@@ -130,6 +145,11 @@ class JsonRpcPeer:
     @property
     def is_closed(self) -> bool:
         return self._closed_reason is not None
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Incoming requests being served now (never more than ``max_requests_in_flight``)."""
+        return len(self._inflight)
 
     @property
     def closed_reason(self) -> BaseException | None:
@@ -260,9 +280,11 @@ class JsonRpcPeer:
             observer("out", line)
         try:
             await self._writer.send_line(line, wait_written=wait_written)
-        except (ConnectionClosedError, ResourceClosedError):
+        except (ConnectionClosedError, ResourceClosedError) as exc:
             # The connection ended while this line waited: report why it ended, not the
             # writer's view of it, so every caller sees the same error type.
+            if self._closed_reason is None and isinstance(exc, ConnectionClosedError):
+                self._close(exc)  # our own write found the stream broken
             if self._closed_reason is not None:
                 raise _fresh(self._closed_reason) from self._closed_reason
             raise
@@ -312,7 +334,7 @@ class JsonRpcPeer:
             if self._pending.resolve(message) is None:
                 log.warning("%s: dropped a response for unknown id %r", self.name, message.id)
         elif type(message) is Request:
-            self._start_serving(message)
+            await self._start_serving(message)
         else:
             assert isinstance(message, BadMessage)
             log.warning("%s sent an invalid message: %s", self.name, message.error.data)
@@ -344,22 +366,23 @@ class JsonRpcPeer:
         else:
             scope.cancel()
 
-    def _start_serving(self, request: Request) -> None:
+    async def _start_serving(self, request: Request) -> None:
         if request.id in self._inflight:
-            # Answering would be ambiguous: both requests share the id.
+            # Answering would be ambiguous: both requests share the id. The reply is written
+            # by the reader itself, so a flood of these is slowed, not turned into tasks.
             log.warning("%s reused id %r of a request still in flight", self.name, request.id)
-            self._start_reply(
+            await self._reply(
                 jsonrpc.error_response(request.id, RpcError.invalid_request("duplicate id"))
             )
             return
+        try:
+            self._serving_slots.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._serving_slots.acquire()  # backpressure: stop reading until one ends
         scope = anyio.CancelScope()
         self._inflight[request.id] = scope
         assert self._task_group is not None
         self._task_group.start_soon(self._serve, request, scope)
-
-    def _start_reply(self, response: dict[str, Any]) -> None:
-        assert self._task_group is not None
-        self._task_group.start_soon(self._reply, response)
 
     async def _serve(self, request: Request, scope: anyio.CancelScope) -> None:
         try:
@@ -369,6 +392,7 @@ class JsonRpcPeer:
                 response = jsonrpc.error_response(request.id, RpcError.request_cancelled())
         finally:
             del self._inflight[request.id]
+            self._serving_slots.release()
         try:
             await self._send(response)
         except LocalProtocolError as exc:
