@@ -12,6 +12,17 @@ rename replaces a link rather than following it), so swapping the last component
 after the check gains nothing. A directory swapped for a symlink between the check and the
 open can still race us; only code already running as this user can do that.
 
+Only regular files. A FIFO, a device, a socket or a directory is refused, for reads and for
+writes onto an existing path. A read ``lstat``s first, so a device is not even opened (opening
+one can have effects: a tape rewinds, a tty becomes ours), then opens with ``O_NONBLOCK |
+O_NOCTTY`` and checks ``fstat`` of the opened descriptor, which is the authority: a FIFO swapped
+in after the ``lstat`` opens at once (``O_NONBLOCK``) and is refused, instead of blocking the
+worker thread until a writer appears. A read runs in a worker thread that is abandoned when the
+request is cancelled (it holds nothing but its own descriptor, and its result is dropped), so a
+read never outlives its cancel scope, even on a hung network mount; the thread itself ends when
+the kernel lets it. A write is not abandoned (it must remove its temporary file), but it opens
+nothing that can block: a new temporary file and the target's directory.
+
 Errors (``data`` always holds ``path`` and a machine-readable ``reason``):
 
 ==========================================  =======  ==========================================
@@ -22,7 +33,9 @@ unknown session                             -32002   ``unknown_session`` (SDKs u
 missing file (read)                         -32002   ``resource_not_found`` shape: ``{uri}``
 relative path                               -32602   ``not_absolute``
 outside every root                          -32602   ``outside_roots``
-a directory, not a regular file             -32602   ``not_a_file``
+not a regular file (directory, FIFO, ...)   -32602   ``not_a_file`` (+ ``kind``)
+a NUL byte in the path                      -32602   ``nul_byte``
+a path not encodable as UTF-8 (surrogate)   -32602   ``not_utf8``
 larger than ``max_read_bytes``              -32602   ``too_large`` (+ ``size``, ``limit``)
 not valid UTF-8 (read)                      -32602   ``not_utf8``
 content not encodable as UTF-8 (write)      -32602   ``not_utf8``
@@ -87,13 +100,48 @@ def _refuse(code: int, message: str, path: str, reason: str, **extra: Any) -> No
     raise RpcError(code, message, {"path": path, "reason": reason, **extra})
 
 
+# File type bits -> (``data.kind``, words for the message).
+_KINDS: Final = {
+    stat.S_IFDIR: ("directory", "a directory"),
+    stat.S_IFIFO: ("fifo", "a FIFO (named pipe)"),
+    stat.S_IFCHR: ("char_device", "a character device"),
+    stat.S_IFBLK: ("block_device", "a block device"),
+    stat.S_IFSOCK: ("socket", "a socket"),
+    stat.S_IFLNK: ("symlink", "a symbolic link"),
+}
+
+
+def _not_a_file(mode: int, path: str) -> RpcError:
+    """-32602 naming the path and what it is instead of a regular file."""
+    kind, words = _KINDS.get(stat.S_IFMT(mode), ("other", "not a regular file"))
+    return RpcError(
+        ErrorCode.INVALID_PARAMS,
+        f"{path} is {words}; only regular files can be read or written",
+        {"path": path, "reason": "not_a_file", "kind": kind},
+    )
+
+
+def _require_regular_file(mode: int, path: str) -> None:
+    if not stat.S_ISREG(mode):
+        raise _not_a_file(mode, path)
+
+
+def _check_path_text(path: str) -> None:
+    """A NUL byte or a lone surrogate cannot reach the OS: refuse, rather than let ``os``
+    raise ValueError (which would be answered -32603 with a logged traceback)."""
+    if "\0" in path:
+        _refuse(ErrorCode.INVALID_PARAMS, "Path contains a NUL byte", path, "nul_byte")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        _refuse(ErrorCode.INVALID_PARAMS, "Path is not valid Unicode text", path, "not_utf8")
+
+
 def _os_error(path: str, exc: OSError) -> RpcError:
     if isinstance(exc, FileNotFoundError):
         return RpcError.resource_not_found(path)
     if isinstance(exc, IsADirectoryError):
-        return RpcError(
-            ErrorCode.INVALID_PARAMS, "Not a regular file", {"path": path, "reason": "not_a_file"}
-        )
+        return _not_a_file(stat.S_IFDIR, path)
     error = exc.strerror or type(exc).__name__
     return RpcError(
         ErrorCode.INTERNAL_ERROR,
@@ -140,8 +188,14 @@ class FileSystemAccess:
             raise RpcError.method_not_found(READ_METHOD)
         request = ReadTextFileRequest.parse(params)
         roots = self._session_roots(request.session_id, request.path)
+        # Abandoned on cancel: the thread holds only its own descriptor (module docstring).
         content = await anyio.to_thread.run_sync(
-            self._read_sync, roots, request.path, request.line, request.limit
+            self._read_sync,
+            roots,
+            request.path,
+            request.line,
+            request.limit,
+            abandon_on_cancel=True,
         )
         return ReadTextFileResponse(content=content).dump()
 
@@ -170,6 +224,7 @@ class FileSystemAccess:
                 "unknown_session",
                 sessionId=session_id,
             )
+        _check_path_text(path)
         if not os.path.isabs(path):
             _refuse(ErrorCode.INVALID_PARAMS, "Path must be absolute", path, "not_absolute")
         return roots
@@ -219,14 +274,16 @@ class FileSystemAccess:
 
     def _read_bytes(self, target: Path, path: str) -> bytes:
         limit = self.max_read_bytes
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
         try:
-            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            # Not even opened unless it is a regular file now; fstat below decides.
+            _require_regular_file(os.stat(target, follow_symlinks=False).st_mode, path)
+            fd = os.open(target, flags)
         except OSError as exc:
             raise _os_error(path, exc) from exc
         try:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                _refuse(ErrorCode.INVALID_PARAMS, "Not a regular file", path, "not_a_file")
+            _require_regular_file(info.st_mode, path)  # what we opened, not what we checked
             if info.st_size > limit:
                 self._too_large(path, info.st_size)
             with os.fdopen(fd, "rb", closefd=False) as file:
@@ -256,7 +313,16 @@ class FileSystemAccess:
         except UnicodeEncodeError:
             _refuse(ErrorCode.INVALID_PARAMS, "Content is not encodable as UTF-8", path, "not_utf8")
         try:
-            _write_atomically(target, data)
+            info = os.stat(target, follow_symlinks=False)
+        except FileNotFoundError:
+            mode = None
+        except OSError as exc:
+            raise _os_error(path, exc) from exc
+        else:
+            _require_regular_file(info.st_mode, path)  # never replace a FIFO, device, socket
+            mode = stat.S_IMODE(info.st_mode)
+        try:
+            _write_atomically(target, data, mode)
         except OSError as exc:
             raise _os_error(path, exc) from exc
 
@@ -269,17 +335,14 @@ def _split_lines(text: str) -> list[str]:
     return [line + "\n" for line in lines] + ([last] if last else [])
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
-    """Temp file beside ``target``, fsync, ``os.replace``, fsync the directory."""
-    mode: int | None = None
-    try:
-        info = os.stat(target, follow_symlinks=False)
-    except FileNotFoundError:
+def _write_atomically(target: Path, data: bytes, mode: int | None) -> None:
+    """Temp file beside ``target``, fsync, ``os.replace``, fsync the directory.
+
+    ``mode``: the permission bits of the existing regular file, None when there is none
+    (then missing parent directories are created).
+    """
+    if mode is None:
         target.parent.mkdir(parents=True, exist_ok=True)
-    else:
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(21, "Is a directory", str(target))
-        mode = stat.S_IMODE(info.st_mode)
     temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(temp, flags, _NEW_FILE_MODE)
