@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import select
 
 import anyio
 import pytest
@@ -205,3 +206,19 @@ async def _drain(receive: MemoryByteReceiveStream) -> list[bytes]:
         pass
     await receive.aclose()
     return chunks
+
+
+@pytest.mark.anyio
+async def test_a_short_line_never_overtakes_a_long_one_still_queued() -> None:
+    """Short lines may be written by their sender directly, but only when nothing waits."""
+    send, receive = memory_byte_pipe(buffer=10_000)
+    writer = LineWriter(send)
+    long_line = b"L" * (select.PIPE_BUF + 1) + b"\n"
+    async with anyio.create_task_group() as tg:
+        await writer.send_line(long_line)  # queued: the writer task has not run yet
+        await writer.send_line(b"short\n")
+        tg.start_soon(writer.run)
+        await writer.send_line(b"after\n", wait_written=True)
+        writer.close()
+    await send.aclose()
+    assert b"".join(await _drain(receive)) == long_line + b"short\nafter\n"
