@@ -110,6 +110,7 @@ class JsonRpcPeer:
         self._notification_handlers: dict[str, tuple[NotificationHandler, bool]] = {}
         self._observers: list[Observer] = []
         self._inflight: dict[RequestId, anyio.CancelScope] = {}
+        self._max_requests_in_flight = max_requests_in_flight
         self._serving_slots = anyio.Semaphore(max_requests_in_flight)
         self._task_group: TaskGroup | None = None
         self._closed_reason: BaseException | None = None
@@ -148,8 +149,9 @@ class JsonRpcPeer:
 
     @property
     def requests_in_flight(self) -> int:
-        """Incoming requests being served now (never more than ``max_requests_in_flight``)."""
-        return len(self._inflight)
+        """Incoming requests being served or answered now, each one task (never more than
+        ``max_requests_in_flight``)."""
+        return self._max_requests_in_flight - self._serving_slots.value
 
     @property
     def closed_reason(self) -> BaseException | None:
@@ -385,14 +387,21 @@ class JsonRpcPeer:
         self._task_group.start_soon(self._serve, request, scope)
 
     async def _serve(self, request: Request, scope: anyio.CancelScope) -> None:
+        # The slot is held until the answer is written, not just computed: when the other side
+        # stops reading our answers, tasks waiting to write them count against the bound too.
         try:
-            with scope:
-                response = await self._dispatcher.dispatch(request)
-            if scope.cancelled_caught:
-                response = jsonrpc.error_response(request.id, RpcError.request_cancelled())
+            try:
+                with scope:
+                    response = await self._dispatcher.dispatch(request)
+                if scope.cancelled_caught:
+                    response = jsonrpc.error_response(request.id, RpcError.request_cancelled())
+            finally:
+                del self._inflight[request.id]
+            await self._answer(request, response)
         finally:
-            del self._inflight[request.id]
             self._serving_slots.release()
+
+    async def _answer(self, request: Request, response: dict[str, Any]) -> None:
         try:
             await self._send(response)
         except LocalProtocolError as exc:
