@@ -38,7 +38,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from acp_bridge.wire.client_methods import (
     PermissionOption,
@@ -161,15 +161,6 @@ class PermissionPolicy:
         if option is None:
             return RequestPermissionResponse.cancelled(), record
         return RequestPermissionResponse.selected(option.option_id), record
-
-    async def handle(self, params: Any) -> dict[str, Any]:
-        """A ``session/request_permission`` handler for :meth:`JsonRpcPeer.on_request`.
-
-        Raises:
-            pydantic.ValidationError: malformed params (the peer answers -32602).
-        """
-        response = await self.decide(RequestPermissionRequest.parse(params))
-        return response.dump()
 
     async def _pick(self, request: RequestPermissionRequest) -> PermissionOption | None:
         if self.mode is PermissionMode.ASK:

@@ -20,13 +20,6 @@ class ToolCallTracker:
         self._open: dict[str, str] = {}  # id -> last known status, in opening order
         self._closed: set[str] = set()
 
-    @property
-    def open_ids(self) -> list[str]:
-        return list(self._open)
-
-    def is_closed(self, tool_call_id: str) -> bool:
-        return tool_call_id in self._closed
-
     def observe(self, update: dict[str, Any]) -> bool:
         """Account for one raw update. Returns False when it must be dropped: it speaks of a
         tool call that is already closed (a late update never overwrites a terminal state)."""

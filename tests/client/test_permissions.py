@@ -229,9 +229,15 @@ def test_choose_option_prefers_the_narrowest_grant_whatever_the_order() -> None:
             assert (None if chosen is None else chosen.kind) == expected(kinds, want)
 
 
-async def test_the_handler_answers_in_wire_shape() -> None:
+async def answer_on_the_wire(policy: PermissionPolicy, params: dict[str, Any]) -> dict[str, Any]:
+    """What the bridge's ``session/request_permission`` handler does with the policy."""
+    response = await policy.decide(RequestPermissionRequest.parse(params))
+    return response.dump()
+
+
+async def test_a_decision_is_answered_in_wire_shape() -> None:
     params = request(("reject_always", "allow_once")).dump()
-    assert await PermissionPolicy(PermissionMode.ALLOW_ALL).handle(params) == {
+    assert await answer_on_the_wire(PermissionPolicy(PermissionMode.ALLOW_ALL), params) == {
         "outcome": {"outcome": "selected", "optionId": "id-allow_once"}
     }
 
@@ -242,7 +248,7 @@ async def test_responses_validate_against_the_official_sdk_model(
     mode: PermissionMode, kinds: tuple[str, ...]
 ) -> None:
     schema = pytest.importorskip("acp.schema")
-    wire = await PermissionPolicy(mode).handle(request(kinds, "read").dump())
+    wire = await answer_on_the_wire(PermissionPolicy(mode), request(kinds, "read").dump())
     parsed = schema.RequestPermissionResponse.model_validate(wire)
     assert parsed.outcome.outcome == wire["outcome"]["outcome"]
     assert parsed.model_dump(by_alias=True, exclude_none=True) == wire
