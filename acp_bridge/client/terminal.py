@@ -37,10 +37,19 @@ grandchild survives. ``kill`` keeps the terminal (output and exit status stay re
 ``release`` also forgets it. Cancelling ``run`` or calling :meth:`TerminalManager.aclose`
 releases every terminal concurrently, then cancels the pumps.
 
-Errors: an unknown session -32002; an unknown (or released, or another session's) terminal
--32002 with ``data.terminalId``; a bad ``cwd``, a command that cannot start, or more than
-``max_terminals`` unreleased terminals -32602 with a ``reason``; calls before ``run`` or after
-shutdown -32603.
+Generations. A terminal belongs to the agent process (its *generation*, an int) whose request
+created it, and dies with it: :meth:`TerminalManager.for_generation` gives the handlers to
+register on that process's peer, which see only that generation's terminals, and
+:meth:`TerminalManager.end_generation` stops and forgets them all (bounded, as above) once the
+process is gone, so they no longer count against ``max_terminals``. A later ``terminal/create``
+of an ended generation is refused; one still spawning when it ends is stopped at once.
+
+Errors: an unknown session -32002; an unknown (or released, or another session's or
+generation's) terminal -32002 with ``data.terminalId``; a bad ``cwd``, a command that cannot
+start, a NUL byte or a lone surrogate in ``command``/``args``/``env``/``cwd`` (``nul_byte``,
+``not_utf8``: neither can reach ``execve``), an env name that is empty or holds ``=``, or more
+than ``max_terminals`` unreleased terminals -32602 with a ``reason``; calls before ``run``, after
+shutdown, or from an ended generation -32603.
 """
 
 from __future__ import annotations
@@ -70,7 +79,14 @@ from acp_bridge.wire.client_methods import (
     WaitForTerminalExitResponse,
 )
 
-__all__ = ["KILL_WAIT_S", "OUTPUT_DRAIN_S", "TERM_GRACE_S", "OutputBuffer", "TerminalManager"]
+__all__ = [
+    "KILL_WAIT_S",
+    "OUTPUT_DRAIN_S",
+    "TERM_GRACE_S",
+    "GenerationTerminals",
+    "OutputBuffer",
+    "TerminalManager",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +96,7 @@ KILL_WAIT_S: Final = 5.0  # for the kernel to finish off SIGKILLed processes, be
 OUTPUT_DRAIN_S: Final = 1.0  # after the exit, for EOF on the output, before reporting the exit
 _SURVIVOR_POLL_S: Final = 0.05  # descendants are not our children: no waitpid(), so poll
 _READ_CHUNK: Final = 65536
+_ENDED_GENERATIONS_KEPT: Final = 1024  # beyond it the oldest is forgotten (its peer is long gone)
 
 
 def _error(code: int, message: str, **data: Any) -> RpcError:
@@ -88,6 +105,35 @@ def _error(code: int, message: str, **data: Any) -> RpcError:
 
 def _unknown_terminal(terminal_id: str) -> RpcError:
     return _error(ErrorCode.RESOURCE_NOT_FOUND, "Unknown terminal", terminalId=terminal_id)
+
+
+def _check_exec_text(name: str, value: str) -> None:
+    """Refuse what ``execve`` cannot take: a NUL byte, or a lone surrogate (JSON ``"\\ud800"``
+    decodes to one, and it has no UTF-8 encoding; surrogateescape would even turn some into
+    raw bytes). Without this, the spawn raises ValueError, answered -32603 with a traceback."""
+    if "\0" in value:
+        message = f"{name} contains a NUL byte"
+        raise _error(ErrorCode.INVALID_PARAMS, message, field=name, reason="nul_byte")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        message = f"{name} is not valid Unicode text (a lone surrogate at {exc.start})"
+        raise _error(ErrorCode.INVALID_PARAMS, message, field=name, reason="not_utf8") from None
+
+
+def _check_request_text(request: CreateTerminalRequest) -> None:
+    _check_exec_text("command", request.command)
+    for index, arg in enumerate(request.args or ()):
+        _check_exec_text(f"args[{index}]", arg)
+    for index, var in enumerate(request.env or ()):
+        name = f"env[{index}].name"
+        _check_exec_text(name, var.name)
+        _check_exec_text(f"env[{index}].value", var.value)
+        if not var.name or "=" in var.name:
+            message = "An environment variable name must be non-empty and hold no '='"
+            raise _error(ErrorCode.INVALID_PARAMS, message, field=name, reason="bad_env_name")
+    if request.cwd is not None:
+        _check_exec_text("cwd", request.cwd)
 
 
 # A lead byte's top four bits -> the length of the sequence it starts.
@@ -150,11 +196,13 @@ class OutputBuffer:
 class _Terminal:
     id: str
     session_id: str
+    generation: int
     process: Process
     output: OutputBuffer
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     eof: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)  # exited (and drained) or released
+    stopped: anyio.Event = field(default_factory=anyio.Event)  # released and stopped
     returncode: int | None = None  # recorded once exited and drained (or released)
     released: bool = False
 
@@ -175,11 +223,38 @@ class _Terminal:
             return {"exit_code": None, "signal": f"SIG{-code}"}
 
 
+class GenerationTerminals:
+    """The ``terminal/*`` handlers of one generation (agent process); see the module docstring."""
+
+    def __init__(self, manager: TerminalManager, generation: int) -> None:
+        self._manager = manager
+        self.generation = generation
+
+    def __repr__(self) -> str:
+        return f"<GenerationTerminals {self.generation} of {self._manager!r}>"
+
+    async def create(self, params: Any) -> dict[str, Any]:
+        return await self._manager.create(params, generation=self.generation)
+
+    async def output(self, params: Any) -> dict[str, Any]:
+        return await self._manager.output(params, generation=self.generation)
+
+    async def wait_for_exit(self, params: Any) -> dict[str, Any]:
+        return await self._manager.wait_for_exit(params, generation=self.generation)
+
+    async def kill(self, params: Any) -> dict[str, Any]:
+        return await self._manager.kill(params, generation=self.generation)
+
+    async def release(self, params: Any) -> dict[str, Any]:
+        return await self._manager.release(params, generation=self.generation)
+
+
 class TerminalManager:
     """Runs ``terminal/*`` commands for every session of one client (see the module docstring).
 
-    Register :meth:`create`, :meth:`output`, :meth:`wait_for_exit`, :meth:`kill` and
-    :meth:`release` for the matching methods, and advertise ``terminal: true``.
+    Register the handlers of :meth:`for_generation` on each agent process's peer, call
+    :meth:`end_generation` when that process is gone, and advertise ``terminal: true``. The
+    manager's own handler methods serve generation 0 (for callers not yet generation-aware).
     """
 
     def __init__(
@@ -201,6 +276,7 @@ class TerminalManager:
         self._term_grace_s = term_grace_s
         self._kill_wait_s = kill_wait_s
         self._terminals: dict[str, _Terminal] = {}
+        self._ended: dict[int, None] = {}  # ordered set, at most _ENDED_GENERATIONS_KEPT
         self._starting = 0
         self._tg: TaskGroup | None = None
         self._closing = anyio.Event()
@@ -210,9 +286,32 @@ class TerminalManager:
         state = "closed" if self._closed.is_set() else "running" if self._tg else "not started"
         return f"<TerminalManager [{state}, {len(self._terminals)} terminal(s)]>"
 
-    def pids(self) -> dict[str, int]:
-        """terminalId -> pid (also the process group id) of every live terminal."""
-        return {tid: term.pid for tid, term in self._terminals.items()}
+    def pids(self, generation: int | None = None) -> dict[str, int]:
+        """terminalId -> pid (also the process group id) of every unreleased terminal (of
+        ``generation``, if given)."""
+        return {
+            tid: term.pid
+            for tid, term in self._terminals.items()
+            if generation is None or term.generation == generation
+        }
+
+    def for_generation(self, generation: int) -> GenerationTerminals:
+        """The handlers to register on the peer of agent process ``generation``."""
+        return GenerationTerminals(self, generation)
+
+    async def end_generation(self, generation: int) -> None:
+        """Stop and forget every terminal of ``generation`` (shielded, bounded: about
+        ``term_grace_s + kill_wait_s`` at worst); refuse its later ``create`` calls."""
+        self._ended[generation] = None
+        while len(self._ended) > _ENDED_GENERATIONS_KEPT:
+            del self._ended[next(iter(self._ended))]
+        doomed = [t for t in self._terminals.values() if t.generation == generation]
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as stoppers:
+                for term in doomed:
+                    stoppers.start_soon(self._release, term)
+        if doomed:
+            log.debug("generation %d ended: %d terminal(s) stopped", generation, len(doomed))
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -246,17 +345,20 @@ class TerminalManager:
 
     # --- handlers -----------------------------------------------------------------------------
 
-    async def create(self, params: Any) -> dict[str, Any]:
+    async def create(self, params: Any, *, generation: int = 0) -> dict[str, Any]:
         """``terminal/create`` -> ``{terminalId}``, as soon as the process exists.
 
         Raises:
-            RpcError: unknown session, bad cwd, too many terminals, spawn failure, not running.
+            RpcError: unknown session, bad cwd/text, too many terminals, spawn failure, not
+                running, generation ended.
         """
         request = CreateTerminalRequest.parse(params)
         tg = self._tg
         if tg is None or self._closing.is_set():
             state = "shut down" if self._closing.is_set() else "not running"
             raise _error(ErrorCode.INTERNAL_ERROR, f"Terminal manager {state}")
+        self._refuse_ended(generation)
+        _check_request_text(request)
         cwd = await self._working_directory(request)
         argv = (
             [request.command, *request.args] if request.args else ["/bin/sh", "-c", request.command]
@@ -276,40 +378,42 @@ class TerminalManager:
         finally:
             self._starting -= 1
         output = OutputBuffer(min(limit, self.max_output_byte_limit))
-        term = _Terminal(f"term_{secrets.token_hex(8)}", request.session_id, process, output)
+        term_id = f"term_{secrets.token_hex(8)}"
+        term = _Terminal(term_id, request.session_id, generation, process, output)
         self._terminals[term.id] = term
-        if self._closing.is_set():  # shutdown began while we were spawning
+        if self._closing.is_set() or generation in self._ended:  # while we were spawning
             with anyio.CancelScope(shield=True):
                 await self._release(term)
+            self._refuse_ended(generation)
             raise _error(ErrorCode.INTERNAL_ERROR, "Terminal manager shut down")
         tg.start_soon(self._watch, term)
         log.debug("terminal %s (pid %d): %s in %s", term.id, term.pid, argv, cwd)
         return CreateTerminalResponse(terminal_id=term.id).dump()
 
-    async def output(self, params: Any) -> dict[str, Any]:
+    async def output(self, params: Any, *, generation: int = 0) -> dict[str, Any]:
         """``terminal/output`` -> ``{output, truncated, exitStatus?}``."""
-        term = self._lookup(TerminalRequest.parse(params))
+        term = self._lookup(TerminalRequest.parse(params), generation)
         status = term.exit_fields()
         extra = {} if status is None else {"exit_status": TerminalExitStatus(**status)}
         text = term.output.text(final=status is not None)
         return TerminalOutputResponse(output=text, truncated=term.output.truncated, **extra).dump()
 
-    async def wait_for_exit(self, params: Any) -> dict[str, Any]:
+    async def wait_for_exit(self, params: Any, *, generation: int = 0) -> dict[str, Any]:
         """``terminal/wait_for_exit`` -> ``{exitCode, signal}`` once the command has exited.
 
         Raises:
             RpcError: unknown terminal, or it was released while we waited.
         """
         request = TerminalRequest.parse(params)
-        term = self._lookup(request)
+        term = self._lookup(request, generation)
         await term.done.wait()
         if (status := term.exit_fields()) is None:  # released before it could exit
             raise _unknown_terminal(request.terminal_id)
         return WaitForTerminalExitResponse(**status).dump()
 
-    async def kill(self, params: Any) -> dict[str, Any]:
+    async def kill(self, params: Any, *, generation: int = 0) -> dict[str, Any]:
         """``terminal/kill`` -> ``{}``; the terminal stays valid and its output readable."""
-        term = self._lookup(TerminalRequest.parse(params))
+        term = self._lookup(TerminalRequest.parse(params), generation)
         with anyio.CancelScope(shield=True):
             await self._stop(term)
             # The output may still be draining; report the exit once it has.
@@ -317,20 +421,25 @@ class TerminalManager:
                 await term.done.wait()
         return {}
 
-    async def release(self, params: Any) -> dict[str, Any]:
+    async def release(self, params: Any, *, generation: int = 0) -> dict[str, Any]:
         """``terminal/release`` -> ``{}``; stops the command if it runs. The id is then unknown."""
-        term = self._lookup(TerminalRequest.parse(params))
+        term = self._lookup(TerminalRequest.parse(params), generation)
         with anyio.CancelScope(shield=True):
             await self._release(term)
         return {}
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _lookup(self, request: TerminalRequest) -> _Terminal:
+    def _lookup(self, request: TerminalRequest, generation: int) -> _Terminal:
         term = self._terminals.get(request.terminal_id)
-        if term is None or term.session_id != request.session_id:
+        if term is None or (term.session_id, term.generation) != (request.session_id, generation):
             raise _unknown_terminal(request.terminal_id)
         return term
+
+    def _refuse_ended(self, generation: int) -> None:
+        if generation in self._ended:
+            message = f"Agent generation {generation} has ended"
+            raise _error(ErrorCode.INTERNAL_ERROR, message, reason="generation_ended")
 
     async def _working_directory(self, request: CreateTerminalRequest) -> Path:
         session_cwd = self._cwd_for(request.session_id)
@@ -416,16 +525,24 @@ class TerminalManager:
             log.error("terminal %s (pid %d): processes survived SIGKILL", term.id, term.pid)
 
     async def _release(self, term: _Terminal) -> None:
-        """Stop ``term`` and forget it. Call shielded."""
+        """Stop ``term`` and forget it; returns once it is stopped, whoever began. Call
+        shielded. Bounded: ``_stop`` is, and the first caller always finishes."""
         if term.released:
+            await term.stopped.wait()
             return
         term.released = True
         self._terminals.pop(term.id, None)
-        await self._stop(term)
-        term.scope.cancel()
-        if term.returncode is None:  # the watcher may not have seen it; waiters get it anyway
-            term.returncode = term.process.returncode
-        term.done.set()
-        with anyio.move_on_after(self._kill_wait_s):
-            await term.process.aclose()
+        try:
+            await self._stop(term)
+            term.scope.cancel()
+            if term.returncode is None:  # the watcher may not have seen it; waiters get it anyway
+                term.returncode = term.process.returncode
+            term.done.set()
+            if term.process.returncode is not None:
+                # Only now: on cancel, ``aclose`` waits for the process, shielded, unbounded.
+                await term.process.aclose()
+            elif term.process.stdout is not None:  # unkillable (logged by _stop): just let go
+                await term.process.stdout.aclose()
+        finally:
+            term.stopped.set()
         log.debug("terminal %s released", term.id)
