@@ -132,3 +132,15 @@ def test_every_tool_call_ends_in_exactly_one_terminal_state(
     for tool_call_id in seen:
         for status in ("in_progress", "completed", None):
             assert not tracker.observe(updated(tool_call_id, status))
+
+
+def test_the_tracker_is_bounded_at_both_ends() -> None:
+    tracker = ToolCallTracker(max_open=3, max_closed=4)
+    for n in range(6):
+        assert tracker.observe({"sessionUpdate": "tool_call", "toolCallId": f"t{n}"})
+    assert tracker.close_all() == ["t0", "t1", "t2"]  # past max_open: passed, not tracked
+    for n in range(3, 9):
+        tracker.observe({"sessionUpdate": "tool_call", "toolCallId": f"c{n}", "status": "failed"})
+    # Only the 4 newest closed ids are remembered: the oldest pass again, the newest do not.
+    assert tracker.observe({"sessionUpdate": "tool_call_update", "toolCallId": "t0"})
+    assert not tracker.observe({"sessionUpdate": "tool_call_update", "toolCallId": "c8"})
