@@ -30,7 +30,10 @@ Stopping a terminal (kill, release, shutdown), shielded and with every wait boun
 
 1. SIGTERM the process group and the descendants that left it (psutil snapshot);
 2. wait up to ``term_grace_s`` for the command *and* those descendants to be gone;
-3. if anything lives, SIGKILL it all the same way and wait up to ``kill_wait_s``.
+3. if anything lives, SIGKILL it all the same way and wait up to ``kill_wait_s``;
+
+and the whole stop gives up (logged) after ``term_grace_s + kill_wait_s`` + 2 s, since its
+psutil scans run in threads that a process stuck in the kernel could block.
 
 A command that exited but left descendants in its group gets the same steps, so no background
 grandchild survives. ``kill`` keeps the terminal (output and exit status stay readable);
@@ -96,6 +99,7 @@ KILL_WAIT_S: Final = 5.0  # for the kernel to finish off SIGKILLed processes, be
 OUTPUT_DRAIN_S: Final = 1.0  # after the exit, for EOF on the output, before reporting the exit
 _SURVIVOR_POLL_S: Final = 0.05  # descendants are not our children: no waitpid(), so poll
 _READ_CHUNK: Final = 65536
+_SCAN_ALLOWANCE_S: Final = 2.0  # for the psutil scans in a stop, on top of its two waits
 _ENDED_GENERATIONS_KEPT: Final = 1024  # beyond it the oldest is forgotten (its peer is long gone)
 
 
@@ -153,6 +157,11 @@ def _complete_length(data: bytes | bytearray) -> int:
         needed = _SEQUENCE_LENGTH.get(lead >> 4, 1) if lead < 0xF8 else 1
         return len(data) - back if needed > back else len(data)
     return len(data)
+
+
+async def _in_thread(scan: Callable[..., list[psutil.Process]], *args: Any) -> list[Any]:
+    """A psutil scan in a worker thread, abandoned on cancel (it only builds a fresh list)."""
+    return await anyio.to_thread.run_sync(scan, *args, abandon_on_cancel=True)
 
 
 def _survivors(pid: int, snapshot: list[psutil.Process]) -> list[psutil.Process]:
@@ -300,8 +309,9 @@ class TerminalManager:
         return GenerationTerminals(self, generation)
 
     async def end_generation(self, generation: int) -> None:
-        """Stop and forget every terminal of ``generation`` (shielded, bounded: about
-        ``term_grace_s + kill_wait_s`` at worst); refuse its later ``create`` calls."""
+        """Stop and forget every terminal of ``generation``, concurrently, shielded, bounded
+        (``term_grace_s + kill_wait_s`` plus 2 s for process scans, at worst); refuse its later
+        ``create`` calls."""
         self._ended[generation] = None
         while len(self._ended) > _ENDED_GENERATIONS_KEPT:
             del self._ended[next(iter(self._ended))]
@@ -449,7 +459,11 @@ class TerminalManager:
         if request.cwd is None:
             return session_cwd
         cwd = request.cwd
-        if not os.path.isabs(cwd) or not await anyio.to_thread.run_sync(os.path.isdir, cwd):
+        # Abandoned on cancel: a stat on a hung mount must not hold up the request's cancel.
+        is_dir = os.path.isabs(cwd) and await anyio.to_thread.run_sync(
+            os.path.isdir, cwd, abandon_on_cancel=True
+        )
+        if not is_dir:
             message = "cwd must be an absolute path to an existing directory"
             raise _error(ErrorCode.INVALID_PARAMS, message, cwd=cwd, reason="bad_cwd")
         return Path(cwd)
@@ -504,13 +518,24 @@ class TerminalManager:
         term.eof.set()
 
     async def _stop(self, term: _Terminal) -> None:
-        """SIGTERM, bounded wait, SIGKILL what is left (module docstring). Call shielded."""
+        """SIGTERM, bounded wait, SIGKILL what is left (module docstring). Call shielded.
+
+        Bounded as a whole, too: the psutil scans run in worker threads, abandoned if a scan
+        itself hangs (a /proc read can, behind a process stuck in the kernel).
+        """
+        bound = self._term_grace_s + self._kill_wait_s + _SCAN_ALLOWANCE_S
+        with anyio.move_on_after(bound) as scope:
+            await self._signal_until_gone(term)
+        if scope.cancelled_caught:
+            log.error("terminal %s (pid %d): not stopped within %.1fs", term.id, term.pid, bound)
+
+    async def _signal_until_gone(self, term: _Terminal) -> None:
         snapshot = []
         if term.process.returncode is None:
-            snapshot = await anyio.to_thread.run_sync(killer.tree_snapshot, term.pid)
+            snapshot = await _in_thread(killer.tree_snapshot, term.pid)
         steps = ((signal.SIGTERM, self._term_grace_s), (signal.SIGKILL, self._kill_wait_s))
         for sig, grace in steps:
-            survivors = await anyio.to_thread.run_sync(_survivors, term.pid, snapshot)
+            survivors = await _in_thread(_survivors, term.pid, snapshot)
             if term.process.returncode is not None and not survivors:
                 return
             log.debug("terminal %s: sending %s", term.id, sig.name)
@@ -518,9 +543,9 @@ class TerminalManager:
             killer.signal_processes(survivors, sig)
             with anyio.move_on_after(grace):
                 await term.process.wait()
-                while await anyio.to_thread.run_sync(_survivors, term.pid, snapshot):  # noqa: ASYNC110
+                while await _in_thread(_survivors, term.pid, snapshot):  # noqa: ASYNC110
                     await anyio.sleep(_SURVIVOR_POLL_S)
-        left = await anyio.to_thread.run_sync(_survivors, term.pid, snapshot)
+        left = await _in_thread(_survivors, term.pid, snapshot)
         if term.process.returncode is None or left:
             log.error("terminal %s (pid %d): processes survived SIGKILL", term.id, term.pid)
 
