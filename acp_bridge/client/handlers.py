@@ -76,6 +76,11 @@ class ClientHandlers:
         if self._terminals is not None:
             await self._terminals.aclose()
 
+    @property
+    def terminals(self) -> TerminalManager | None:
+        """The terminals served to the agent (None unless ``allow_terminal``)."""
+        return self._terminals
+
     async def end_generation(self, generation: int) -> None:
         """Process ``generation`` is gone: its terminals die with it (bounded)."""
         if self._terminals is not None:

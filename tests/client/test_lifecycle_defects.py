@@ -201,3 +201,36 @@ async def test_a_revive_after_giving_up_wakes_waiters(tmp_path: Path) -> None:
             with anyio.fail_after(20):
                 await waiter_served.wait()
         assert agent.generation == 2
+
+
+async def test_terminals_die_with_the_agent_process_that_created_them(tmp_path: Path) -> None:
+    """After a crash, the old generation's terminals are killed and no longer count against
+    the new generation's limit (they kept running, and counting, before)."""
+    import psutil
+
+    spec = fake("crashy_agent.py", "--crash-on", "none", "--history", str(tmp_path / "h.json"))
+    async with open_supervised_agent(
+        spec, replace(OPTIONS, allow_terminal=True, base_env={"PATH": "/usr/bin:/bin"})
+    ) as agent:
+        terminals = agent.handlers.terminals
+        assert terminals is not None
+        session = await agent.new_session(tmp_path)
+        texts: list[str] = []
+        async with session.prompt("terminal sleep 1000; terminal sleep 1000; echo made") as turn:
+            async for event in turn:
+                text = getattr(event, "raw", {}).get("content", {}).get("text")
+                if text:
+                    texts.append(text)
+        assert sum(t.startswith("terminal-ok") for t in texts) == 2, texts
+        old_pids = list(terminals.pids(1).values())
+        assert len(old_pids) == 2
+        with pytest.raises(AgentExitedError):
+            await session.run("crash KILL")
+        await next_event(agent, SessionRestored)
+        # Generation 1's end (reported before generation 2 starts) killed and reaped them.
+        assert terminals.pids(1) == {}
+        for pid in old_pids:
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+        response = await session.run("terminal sleep 1000")
+        assert response.stop_reason == "end_turn"
+        assert len(terminals.pids()) == 1 and len(terminals.pids(2)) == 1
