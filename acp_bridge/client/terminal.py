@@ -3,42 +3,25 @@
 :class:`TerminalManager` is long-lived: ``await tg.start(manager.run)`` before registering its
 handlers. ``run`` owns one task group holding, per terminal, an output pump and an exit watcher.
 
-Running a command:
-
-* In its own process group (``start_new_session=True``), holding everything it spawns. stdin
-  is ``/dev/null``; stdout and stderr share one pipe, so their interleaving is kept.
-* ``command`` with ``args`` is executed directly; without ``args`` it runs through ``/bin/sh
-  -c``, since agents send whole command lines that way (Zed runs them through a shell too).
-* In the session's cwd, or in ``cwd``, which must be an absolute existing directory. It is
-  *not* confined to the session's tree: the command could ``cd`` anywhere anyway, so the
-  permission policy (tool kind ``execute``) is the real gate.
-* With ``base_env`` plus the request's ``env``. ``base_env=None`` inherits ours; the library
-  never reads ``os.environ``, so ``env`` is then refused (the CLI passes ``os.environ``).
-* ``terminal/create`` answers as soon as the process exists.
+A command runs in its own process group, in the session's cwd or an absolute ``cwd``, with
+``base_env`` plus the request's ``env``; ``terminal/create`` answers as soon as the process
+exists (:mod:`acp_bridge.client.terminal_spawn`).
 
 Output is capped at ``outputByteLimit`` (default ``default_output_byte_limit``, at most
-``max_output_byte_limit``) by dropping bytes *from the front*, then any UTF-8 continuation
-bytes, so the kept text starts on a character boundary; ``truncated`` turns true. While the
-command runs, an incomplete multibyte sequence at the end is held back rather than shown as
-U+FFFD; any other invalid byte becomes U+FFFD.
+``max_output_byte_limit``) by dropping bytes *from the front*, at a UTF-8 character boundary;
+``truncated`` turns true (:mod:`acp_bridge.client.terminal_output`).
 
 Exit: the process exited and its output reached EOF, or ``OUTPUT_DRAIN_S`` passed (a
 background grandchild may hold the pipe forever). A signal death is ``{"exitCode": null,
 "signal": "SIGTERM"}``: the schema's ``exitCode`` is non-negative and ``signal`` a string.
 
-Stopping a terminal (kill, release, shutdown), shielded and with every wait bounded:
-
-1. SIGTERM the process group and the descendants that left it (psutil snapshot);
-2. wait up to ``term_grace_s`` for the command *and* those descendants to be gone;
-3. if anything lives, SIGKILL it all the same way and wait up to ``kill_wait_s``;
-
-and the whole stop gives up (logged) after ``term_grace_s + kill_wait_s`` + 2 s, since its
-psutil scans run in threads that a process stuck in the kernel could block.
-
-A command that exited but left descendants in its group gets the same steps, so no background
-grandchild survives. ``kill`` keeps the terminal (output and exit status stay readable);
-``release`` also forgets it. Cancelling ``run`` or calling :meth:`TerminalManager.aclose`
-releases every terminal concurrently, then cancels the pumps.
+Stopping a terminal (kill, release, shutdown) is shielded and bounded: SIGTERM to the process
+group and its escaped descendants, up to ``term_grace_s``, then SIGKILL, up to ``kill_wait_s``,
+the whole giving up (logged) after their sum + 2 s (:mod:`acp_bridge.client.terminal_stop`).
+A command that exited but left descendants in its group is stopped too. ``kill`` keeps the
+terminal (output and exit status stay readable); ``release`` also forgets it. Cancelling
+``run`` or calling :meth:`TerminalManager.aclose` releases every terminal concurrently, then
+cancels the pumps.
 
 Generations. A terminal belongs to the agent process (its *generation*, an int) whose request
 created it, and dies with it: :meth:`TerminalManager.for_generation` gives the handlers to
@@ -58,21 +41,22 @@ shutdown, or from an ended generation -32603.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import signal
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
-import psutil
 from anyio.abc import Process, TaskGroup, TaskStatus
 
+from acp_bridge.client.terminal_generation import GenerationTerminals
+from acp_bridge.client.terminal_output import OutputBuffer
+from acp_bridge.client.terminal_spawn import command_argv, environment, spawn, working_directory
+from acp_bridge.client.terminal_stop import KILL_WAIT_S, TERM_GRACE_S, stop_command
+from acp_bridge.client.terminal_text import check_request_text
 from acp_bridge.errors import ErrorCode, RpcError
-from acp_bridge.process import killer
 from acp_bridge.wire.client_methods import (
     CreateTerminalRequest,
     CreateTerminalResponse,
@@ -94,12 +78,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_OUTPUT_BYTE_LIMIT: Final = 64 * 1024 * 1024  # kept per terminal, whatever the agent asks
-TERM_GRACE_S: Final = 2.0  # between SIGTERM and SIGKILL
-KILL_WAIT_S: Final = 5.0  # for the kernel to finish off SIGKILLed processes, before giving up
 OUTPUT_DRAIN_S: Final = 1.0  # after the exit, for EOF on the output, before reporting the exit
-_SURVIVOR_POLL_S: Final = 0.05  # descendants are not our children: no waitpid(), so poll
 _READ_CHUNK: Final = 65536
-_SCAN_ALLOWANCE_S: Final = 2.0  # for the psutil scans in a stop, on top of its two waits
 _ENDED_GENERATIONS_KEPT: Final = 1024  # beyond it the oldest is forgotten (its peer is long gone)
 
 
@@ -109,96 +89,6 @@ def _error(code: int, message: str, **data: Any) -> RpcError:
 
 def _unknown_terminal(terminal_id: str) -> RpcError:
     return _error(ErrorCode.RESOURCE_NOT_FOUND, "Unknown terminal", terminalId=terminal_id)
-
-
-def _check_exec_text(name: str, value: str) -> None:
-    """Refuse what ``execve`` cannot take: a NUL byte, or a lone surrogate (JSON ``"\\ud800"``
-    decodes to one, and it has no UTF-8 encoding; surrogateescape would even turn some into
-    raw bytes). Without this, the spawn raises ValueError, answered -32603 with a traceback."""
-    if "\0" in value:
-        message = f"{name} contains a NUL byte"
-        raise _error(ErrorCode.INVALID_PARAMS, message, field=name, reason="nul_byte")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        message = f"{name} is not valid Unicode text (a lone surrogate at {exc.start})"
-        raise _error(ErrorCode.INVALID_PARAMS, message, field=name, reason="not_utf8") from None
-
-
-def _check_request_text(request: CreateTerminalRequest) -> None:
-    _check_exec_text("command", request.command)
-    for index, arg in enumerate(request.args or ()):
-        _check_exec_text(f"args[{index}]", arg)
-    for index, var in enumerate(request.env or ()):
-        name = f"env[{index}].name"
-        _check_exec_text(name, var.name)
-        _check_exec_text(f"env[{index}].value", var.value)
-        if not var.name or "=" in var.name:
-            message = "An environment variable name must be non-empty and hold no '='"
-            raise _error(ErrorCode.INVALID_PARAMS, message, field=name, reason="bad_env_name")
-    if request.cwd is not None:
-        _check_exec_text("cwd", request.cwd)
-
-
-# A lead byte's top four bits -> the length of the sequence it starts.
-_SEQUENCE_LENGTH: Final = {0b1100: 2, 0b1101: 2, 0b1110: 3, 0b1111: 4}
-
-
-def _continuation(byte: int) -> bool:
-    return byte & 0xC0 == 0x80
-
-
-def _complete_length(data: bytes | bytearray) -> int:
-    """``len(data)`` minus an incomplete UTF-8 sequence at its very end."""
-    for back in range(1, min(4, len(data)) + 1):
-        lead = data[-back]
-        if _continuation(lead):
-            continue
-        needed = _SEQUENCE_LENGTH.get(lead >> 4, 1) if lead < 0xF8 else 1
-        return len(data) - back if needed > back else len(data)
-    return len(data)
-
-
-async def _in_thread(scan: Callable[..., list[psutil.Process]], *args: Any) -> list[Any]:
-    """A psutil scan in a worker thread, abandoned on cancel (it only builds a fresh list)."""
-    return await anyio.to_thread.run_sync(scan, *args, abandon_on_cancel=True)
-
-
-def _survivors(pid: int, snapshot: list[psutil.Process]) -> list[psutil.Process]:
-    """Living processes other than ``pid`` in its group or in ``snapshot``. Blocking."""
-    found = {p.pid: p for p in killer.living(snapshot)}
-    for proc in killer.group_members(pid):
-        found.setdefault(proc.pid, proc)
-    found.pop(pid, None)
-    return list(found.values())
-
-
-class OutputBuffer:
-    """A terminal's output: the last ``limit`` bytes, cut at a UTF-8 character boundary."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.truncated = False
-        self._data = bytearray()
-
-    def feed(self, chunk: bytes) -> None:
-        self._data += chunk
-        excess = len(self._data) - self.limit
-        if excess > 0:
-            del self._data[:excess]
-            self.truncated = True
-        if self.truncated:
-            # A cut may split a character, and the rest of it may come in later chunks: any
-            # continuation byte at the front is such an orphan (a character has at most 3).
-            skip = 0
-            while skip < min(3, len(self._data)) and _continuation(self._data[skip]):
-                skip += 1
-            del self._data[:skip]
-
-    def text(self, *, final: bool) -> str:
-        """The output as text; unless ``final``, a trailing partial character is held back."""
-        data = self._data if final else self._data[: _complete_length(self._data)]
-        return bytes(data).decode("utf-8", errors="replace")
 
 
 @dataclass(eq=False)
@@ -230,32 +120,6 @@ class _Terminal:
             return {"exit_code": None, "signal": signal.Signals(-code).name}
         except ValueError:  # a real-time signal has no name of its own
             return {"exit_code": None, "signal": f"SIG{-code}"}
-
-
-class GenerationTerminals:
-    """The ``terminal/*`` handlers of one generation (agent process); see the module docstring."""
-
-    def __init__(self, manager: TerminalManager, generation: int) -> None:
-        self._manager = manager
-        self.generation = generation
-
-    def __repr__(self) -> str:
-        return f"<GenerationTerminals {self.generation} of {self._manager!r}>"
-
-    async def create(self, params: Any) -> dict[str, Any]:
-        return await self._manager.create(params, generation=self.generation)
-
-    async def output(self, params: Any) -> dict[str, Any]:
-        return await self._manager.output(params, generation=self.generation)
-
-    async def wait_for_exit(self, params: Any) -> dict[str, Any]:
-        return await self._manager.wait_for_exit(params, generation=self.generation)
-
-    async def kill(self, params: Any) -> dict[str, Any]:
-        return await self._manager.kill(params, generation=self.generation)
-
-    async def release(self, params: Any) -> dict[str, Any]:
-        return await self._manager.release(params, generation=self.generation)
 
 
 class TerminalManager:
@@ -368,12 +232,10 @@ class TerminalManager:
             state = "shut down" if self._closing.is_set() else "not running"
             raise _error(ErrorCode.INTERNAL_ERROR, f"Terminal manager {state}")
         self._refuse_ended(generation)
-        _check_request_text(request)
-        cwd = await self._working_directory(request)
-        argv = (
-            [request.command, *request.args] if request.args else ["/bin/sh", "-c", request.command]
-        )
-        env = self._environment(request)
+        check_request_text(request)
+        cwd = await working_directory(request, self._cwd_for(request.session_id))
+        argv = command_argv(request)
+        env = environment(request, self._base_env)
         if len(self._terminals) + self._starting >= self.max_terminals:
             limit = self.max_terminals
             message = f"Too many terminals (limit {limit}); release some first"
@@ -384,7 +246,7 @@ class TerminalManager:
         limit = self.default_output_byte_limit if requested is None else requested
         self._starting += 1
         try:
-            process = await self._spawn(argv, cwd, env, request.command)
+            process = await spawn(argv, cwd, env, request.command)
         finally:
             self._starting -= 1
         output = OutputBuffer(min(limit, self.max_output_byte_limit))
@@ -451,51 +313,6 @@ class TerminalManager:
             message = f"Agent generation {generation} has ended"
             raise _error(ErrorCode.INTERNAL_ERROR, message, reason="generation_ended")
 
-    async def _working_directory(self, request: CreateTerminalRequest) -> Path:
-        session_cwd = self._cwd_for(request.session_id)
-        if session_cwd is None:
-            data = {"sessionId": request.session_id, "reason": "unknown_session"}
-            raise _error(ErrorCode.RESOURCE_NOT_FOUND, "Unknown session", **data)
-        if request.cwd is None:
-            return session_cwd
-        cwd = request.cwd
-        # Abandoned on cancel: a stat on a hung mount must not hold up the request's cancel.
-        is_dir = os.path.isabs(cwd) and await anyio.to_thread.run_sync(
-            os.path.isdir, cwd, abandon_on_cancel=True
-        )
-        if not is_dir:
-            message = "cwd must be an absolute path to an existing directory"
-            raise _error(ErrorCode.INVALID_PARAMS, message, cwd=cwd, reason="bad_cwd")
-        return Path(cwd)
-
-    def _environment(self, request: CreateTerminalRequest) -> dict[str, str] | None:
-        if not request.env:
-            return self._base_env
-        if self._base_env is None:
-            message = "This client does not support env for terminal commands"
-            raise _error(ErrorCode.INVALID_PARAMS, message, reason="env_not_supported")
-        return {**self._base_env, **{var.name: var.value for var in request.env}}
-
-    @staticmethod
-    async def _spawn(
-        argv: list[str], cwd: Path, env: dict[str, str] | None, command: str
-    ) -> Process:
-        try:
-            return await anyio.open_process(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            error = exc.strerror or type(exc).__name__
-            message = f"Could not start {command!r}: {error}"
-            data = {"command": command, "reason": "spawn_failed", "error": error}
-            raise _error(ErrorCode.INVALID_PARAMS, message, **data) from exc
-
     async def _watch(self, term: _Terminal) -> None:
         with term.scope:
             async with anyio.create_task_group() as tg:
@@ -518,36 +335,10 @@ class TerminalManager:
         term.eof.set()
 
     async def _stop(self, term: _Terminal) -> None:
-        """SIGTERM, bounded wait, SIGKILL what is left (module docstring). Call shielded.
-
-        Bounded as a whole, too: the psutil scans run in worker threads, abandoned if a scan
-        itself hangs (a /proc read can, behind a process stuck in the kernel).
-        """
-        bound = self._term_grace_s + self._kill_wait_s + _SCAN_ALLOWANCE_S
-        with anyio.move_on_after(bound) as scope:
-            await self._signal_until_gone(term)
-        if scope.cancelled_caught:
-            log.error("terminal %s (pid %d): not stopped within %.1fs", term.id, term.pid, bound)
-
-    async def _signal_until_gone(self, term: _Terminal) -> None:
-        snapshot = []
-        if term.process.returncode is None:
-            snapshot = await _in_thread(killer.tree_snapshot, term.pid)
-        steps = ((signal.SIGTERM, self._term_grace_s), (signal.SIGKILL, self._kill_wait_s))
-        for sig, grace in steps:
-            survivors = await _in_thread(_survivors, term.pid, snapshot)
-            if term.process.returncode is not None and not survivors:
-                return
-            log.debug("terminal %s: sending %s", term.id, sig.name)
-            killer.signal_group(term.pid, sig)
-            killer.signal_processes(survivors, sig)
-            with anyio.move_on_after(grace):
-                await term.process.wait()
-                while await _in_thread(_survivors, term.pid, snapshot):  # noqa: ASYNC110
-                    await anyio.sleep(_SURVIVOR_POLL_S)
-        left = await _in_thread(_survivors, term.pid, snapshot)
-        if term.process.returncode is None or left:
-            log.error("terminal %s (pid %d): processes survived SIGKILL", term.id, term.pid)
+        """Stop ``term``'s command and its descendants (module docstring). Call shielded."""
+        await stop_command(
+            term.process, term.id, term_grace_s=self._term_grace_s, kill_wait_s=self._kill_wait_s
+        )
 
     async def _release(self, term: _Terminal) -> None:
         """Stop ``term`` and forget it; returns once it is stopped, whoever began. Call
