@@ -1,0 +1,104 @@
+"""A flood of updates through a conversation with a slow subscriber: memory stays flat, and the
+primary subscriber loses nothing (backpressure, not buffering).
+
+Before the fix every subscriber queue was unbounded (``math.inf``): a reader that fell behind
+let the whole flood pile up in memory (1,000,000 updates took the bridge to 1.1 GB). Here the
+reader stops until the flood has filled its queue (or, on the old code, until half of the flood
+is queued) and then reads; the test process's RSS must stay within :data:`RSS_TOLERANCE`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from acp_bridge.client.options import ClientOptions
+from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.conversation.fanout import SUBSCRIBER_BUFFER
+from acp_bridge.conversation.opening import open_conversation
+from acp_bridge.conversation.store import QueueStore
+from acp_bridge.process.spec import AgentSpec
+
+pytestmark = pytest.mark.anyio
+
+AGENTS = Path(__file__).resolve().parents[2] / "fixtures" / "agents"
+FLOOD = 50_000
+"""Queued whole, this many update events take well over 100 MB of Python objects."""
+RSS_TOLERANCE = 20 * 2**20
+"""Growth allowed while the flood passes: allocator noise, not the flood. Measured: 4-6 MiB
+with bounded queues; 60 MiB on the old code (50,000 queued events)."""
+
+
+@pytest.fixture(
+    params=[pytest.param(("asyncio", {}), id="asyncio"), pytest.param(("trio", {}), id="trio")]
+)
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, object]]:
+    """Both backends, asyncio without debug mode: its per-callback checks make a 50,000-update
+    flood five times slower and measure nothing this test is about."""
+    backend: tuple[str, dict[str, object]] = request.param
+    return backend
+
+
+async def until_backed_up(events: MemoryObjectReceiveStream[Any]) -> None:
+    """Until the reader's queue is full (or half the flood sits in it: an unbounded queue)."""
+    target = min(events.statistics().max_buffer_size, FLOOD // 2)
+    with anyio.fail_after(60):
+        # A memory stream has no "queue full" event: poll the condition, the flood runs on.
+        while events.statistics().current_buffer_used < target:  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+
+
+def drain_nowait(events: MemoryObjectReceiveStream[Any]) -> tuple[list[Any], bool]:
+    """What is queued, and whether the stream then ends (True) or would block (False)."""
+    queued = []
+    while True:
+        try:
+            queued.append(events.receive_nowait())
+        except anyio.EndOfStream:
+            return queued, True
+        except anyio.WouldBlock:
+            return queued, False
+
+
+async def test_a_flood_with_a_slow_subscriber_keeps_memory_flat_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    spec = AgentSpec([sys.executable, "-u", str(AGENTS / "echo_agent.py")], name="echo")
+    me = psutil.Process()
+    store = QueueStore.open(tmp_path / "q.db")
+    record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
+    texts: list[str] = []
+    try:
+        async with (
+            open_supervised_agent(spec, ClientOptions()) as agent,
+            open_conversation(store, agent, record) as conv,
+        ):
+            primary = conv.subscribe()
+            bystander = conv.subscribe()  # never reads: disconnected, never slows the turn
+            baseline = me.memory_info().rss
+            peak = baseline
+            await conv.send(f"flood {FLOOD}")
+            await until_backed_up(primary)
+            peak = max(peak, me.memory_info().rss)
+            with anyio.fail_after(120), primary:
+                async for event in primary:
+                    if event["event"] == "update":
+                        texts.append(event["update"]["content"]["text"])
+                        if len(texts) % 5000 == 0:
+                            peak = max(peak, me.memory_info().rss)
+                    elif event["event"] == "turn_ended":
+                        break
+            with bystander:
+                left, ended = drain_nowait(bystander)
+    finally:
+        store.close()
+    growth = peak - baseline
+    assert growth < RSS_TOLERANCE, f"RSS grew {growth / 2**20:.1f} MiB during the flood"
+    assert texts == [f"flood-1-{i} " for i in range(FLOOD)]
+    assert ended and len(left) <= SUBSCRIBER_BUFFER
