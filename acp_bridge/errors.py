@@ -22,8 +22,10 @@ __all__ = [
     "AgentError",
     "AgentExitedError",
     "AgentStartupError",
+    "AlreadyRunningError",
     "AuthRequiredError",
     "BridgeError",
+    "ConfigMismatchError",
     "ConnectionClosedError",
     "ErrorCode",
     "FramingError",
@@ -37,6 +39,8 @@ __all__ = [
     "RpcError",
     "SessionRestoreError",
     "SpawnError",
+    "UnknownConversationError",
+    "UnknownMessageError",
 ]
 
 
@@ -232,3 +236,39 @@ class RestartLimitError(AgentError):
 
 class QueueStoreError(BridgeError):
     """The durable queue is unreadable or corrupt."""
+
+
+class UnknownConversationError(QueueStoreError):
+    """No conversation with this id is stored."""
+
+    def __init__(self, path: str, conversation_id: str) -> None:
+        super().__init__(f"{path}: no conversation {conversation_id!r}")
+        self.conversation_id = conversation_id
+
+
+class UnknownMessageError(QueueStoreError):
+    """The conversation has no message with this seq."""
+
+    def __init__(self, path: str, conversation_id: str, seq: int) -> None:
+        super().__init__(f"{path}: conversation {conversation_id!r} has no message {seq}")
+        self.conversation_id = conversation_id
+        self.seq = seq
+
+
+class AlreadyRunningError(QueueStoreError):
+    """Another message of the conversation is still running (a caller bug: finish it first)."""
+
+    def __init__(self, path: str, conversation_id: str, running_seq: int) -> None:
+        super().__init__(
+            f"{path}: conversation {conversation_id!r} is still running message {running_seq}; "
+            "finish it (or recover_after_crash) before starting another"
+        )
+        self.conversation_id = conversation_id
+        self.running_seq = running_seq
+
+
+class ConfigMismatchError(BridgeError):
+    """A stored conversation cannot continue with the current configuration (another cwd, or
+    an MCP server its history used was removed)."""
+
+    recoverable = False

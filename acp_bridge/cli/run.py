@@ -34,9 +34,15 @@ from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.reconcile import ConfigMismatchError, reconcile
+from acp_bridge.conversation.reconcile import reconcile
 from acp_bridge.conversation.store import ConversationRecord, QueueStore
-from acp_bridge.errors import AgentError, BridgeError, QueueStoreError, SpawnError
+from acp_bridge.errors import (
+    AgentError,
+    BridgeError,
+    ConfigMismatchError,
+    QueueStoreError,
+    SpawnError,
+)
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.session.driver import TurnPolicy

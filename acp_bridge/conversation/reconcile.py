@@ -17,15 +17,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from acp_bridge.errors import BridgeError
+from acp_bridge.errors import ConfigMismatchError
 
 __all__ = ["ConfigMismatchError", "reconcile", "servers_used"]
-
-
-class ConfigMismatchError(BridgeError):
-    """The stored conversation cannot continue with the current configuration."""
-
-    recoverable = False
 
 
 def reconcile(

@@ -64,7 +64,13 @@ from acp_bridge.conversation.schema import (
     event_from_row,
     message_from_row,
 )
-from acp_bridge.errors import QueueStoreError, ResourceClosedError
+from acp_bridge.errors import (
+    AlreadyRunningError,
+    QueueStoreError,
+    ResourceClosedError,
+    UnknownConversationError,
+    UnknownMessageError,
+)
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -88,35 +94,6 @@ _T = TypeVar("_T")
 
 LogEntry = tuple[str, Any, "int | None"]
 """One event log entry to write: (kind, JSON data, the message seq it belongs to or None)."""
-
-
-class UnknownConversationError(QueueStoreError):
-    """No conversation with this id is stored."""
-
-    def __init__(self, path: str, conversation_id: str) -> None:
-        super().__init__(f"{path}: no conversation {conversation_id!r}")
-        self.conversation_id = conversation_id
-
-
-class UnknownMessageError(QueueStoreError):
-    """The conversation has no message with this seq."""
-
-    def __init__(self, path: str, conversation_id: str, seq: int) -> None:
-        super().__init__(f"{path}: conversation {conversation_id!r} has no message {seq}")
-        self.conversation_id = conversation_id
-        self.seq = seq
-
-
-class AlreadyRunningError(QueueStoreError):
-    """Another message of the conversation is still running (a caller bug: finish it first)."""
-
-    def __init__(self, path: str, conversation_id: str, running_seq: int) -> None:
-        super().__init__(
-            f"{path}: conversation {conversation_id!r} is still running message {running_seq}; "
-            "finish it (or recover_after_crash) before starting another"
-        )
-        self.conversation_id = conversation_id
-        self.running_seq = running_seq
 
 
 class ConversationChanges(TypedDict, total=False):
