@@ -126,12 +126,15 @@ class _Interrupts:
 
     async def watch(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _signum in signals:
-                self.count += 1
-                if self.count == 1:
-                    await self._stop()
-                else:
-                    self._stop_now()
+            async with anyio.create_task_group() as tg:
+                async for _signum in signals:
+                    self.count += 1
+                    if self.count == 1:
+                        # In its own task: stop() may wait (a busy queue, a slow stdout), and
+                        # a second signal must be heard meanwhile.
+                        tg.start_soon(self._stop)
+                    else:
+                        self._stop_now()
 
     async def _stop(self) -> None:
         conversation = self.conversation
