@@ -124,6 +124,36 @@ async def test_a_receive_cancelled_while_waiting_keeps_later_bytes(
     await receive.aclose()
 
 
+async def test_a_send_cancelled_after_its_first_byte_still_writes_the_whole_item(
+    pipe: tuple[int, int],
+) -> None:
+    """Half a JSON line in the pipe would corrupt every later line: once an item has started,
+    a cancelled sender finishes it (the JSON-RPC writer relies on this for direct writes)."""
+    read_fd, write_fd = pipe
+    send = FdSendStream(write_fd)
+    item = b"x" * (4 * 1024 * 1024) + b"\n"  # far more than the pipe holds
+    scope = anyio.CancelScope()
+    finished = anyio.Event()
+
+    async def sender() -> None:
+        with scope:
+            await send.send(item)
+        finished.set()
+
+    received = bytearray()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sender)
+        await anyio.wait_all_tasks_blocked()  # the pipe is full, part of the item written
+        scope.cancel()
+        with anyio.move_on_after(10):  # the old code stopped mid-item: the rest never comes
+            while not finished.is_set() or len(received) < len(item):
+                await anyio.wait_readable(read_fd)
+                received.extend(os.read(read_fd, 1024 * 1024))
+    assert len(received) == len(item)
+    assert bytes(received) == item
+    await send.aclose()
+
+
 async def test_two_peers_talk_across_a_real_process_boundary() -> None:
     """Our peer in the test, our peer in a child process on its stdin/stdout pipes."""
     async with await anyio.open_process(
