@@ -142,6 +142,8 @@ class _Interrupts:
             self.everything.cancel()
             return
         self.stopped.set()  # _drive stops feeding messages and waits for the turn
+        if self.agent is not None:
+            self.agent.stop_restarting()  # a quarantine now ends the agent: we are leaving
         with contextlib.suppress(BridgeError):
             await conversation.stop()
 

@@ -347,8 +347,16 @@ class SupervisedAgent:
             self._current.quarantine(reason)
         await anyio.lowlevel.checkpoint()
 
+    def stop_restarting(self) -> None:
+        """The bridge is stopping: no process is started again (a quarantine or crash from
+        now on ends the agent, and fails its turns in flight). Calls that need a ready agent
+        fail with ``ResourceClosedError``; the running process still serves a cancel."""
+        self._handle(ShutdownRequested())
+
     def kill_now(self) -> None:
-        """SIGKILL the current process tree at once, with no grace (a second signal)."""
+        """SIGKILL the current process tree at once, with no grace, and start nothing again
+        (a second signal: stop now)."""
+        self.stop_restarting()
         if self._current is not None:
             self._current.kill_now()
 
@@ -467,8 +475,8 @@ class SupervisedAgent:
         self._exit_errors[report.number] = failure
         self._exit_errors.pop(report.number - 8, None)
         self._changed.notify_all()
-        if report.closing:
-            return
+        # Also while closing: a turn still waiting on this process must end now (a turn that
+        # already ended ignores it).
         for session in list(self._sessions.values()):
             turn = session.current_turn
             if turn is not None and not turn.is_done:
