@@ -191,6 +191,24 @@ class AgentConnection:
         )
         return self._parse(PromptResponse, raw, "session/prompt")
 
+    async def start_prompt(
+        self,
+        session_id: str,
+        blocks: Sequence[dict[str, Any]],
+        on_settled: Callable[[Callable[[], PromptResponse]], None],
+    ) -> None:
+        """``session/prompt`` without a waiting task: ``on_settled(outcome)`` runs in the reader
+        the moment the answer is read (updates sent after it are never part of the turn);
+        ``outcome()`` returns the parsed response or raises (see
+        :meth:`JsonRpcPeer.start_request`)."""
+
+        def settled(outcome: Callable[[], Any]) -> None:
+            on_settled(lambda: self._parse(PromptResponse, outcome(), "session/prompt"))
+
+        await self.peer.start_request(
+            "session/prompt", {"sessionId": session_id, "prompt": list(blocks)}, settled
+        )
+
     async def cancel(self, session_id: str) -> None:
         """``session/cancel`` (a notification); returns once it reached the agent's stdin."""
         await self.peer.notify("session/cancel", {"sessionId": session_id}, wait_written=True)

@@ -113,7 +113,8 @@ class Session:
         """messageIds of the previous turn: an update carrying one is late, never the next
         turn's."""
         self._turn: Turn | None = None
-        self._turn_lock = anyio.Lock()
+        # Uncontended, acquiring costs no scheduler pass (turns in a row are the common case).
+        self._turn_lock = anyio.Lock(fast_acquire=True)
         self.replay: list[dict[str, Any]] | None = None
         self.permission_scopes: set[anyio.CancelScope] = set()
 
@@ -221,8 +222,11 @@ class Session:
 
     async def run(self, content: Content) -> PromptResponse:
         """Prompt and wait for the end, ignoring the events."""
-        async with self.prompt(content) as turn:
+        turn = await self.begin(content)
+        try:
             return await turn.wait()
+        finally:
+            await self.end(turn)
 
     async def cancel(self) -> None:
         """Cancel the running turn (``session/cancel``); pending permission requests are answered

@@ -306,28 +306,31 @@ class SupervisedAgent:
     # -- turns ----------------------------------------------------------------------------------
 
     async def start_turn(self, session: Session, turn: Turn, blocks: list[dict[str, Any]]) -> None:
-        connection = await self.wait_ready()
-        self._task_group.start_soon(self._drive_turn, connection, session, turn, blocks)
+        """Send the turn's prompt; its answer ends the turn from the reader, with no task.
 
-    async def _drive_turn(
-        self,
-        connection: AgentConnection,
-        session: Session,
-        turn: Turn,
-        blocks: list[dict[str, Any]],
-    ) -> None:
+        Raises:
+            AgentExitedError: the process died before the prompt could be written.
+        """
+        connection = await self.wait_ready()
+        generation = self._lifecycle.generation
+
+        def settled(outcome: Callable[[], PromptResponse]) -> None:
+            turn.mark_answered()
+            try:
+                response = outcome()
+            except (ConnectionClosedError, ResourceClosedError):
+                # The process ended: the exit report fails the turn, saying how the agent
+                # ended and whether the session is being restored.
+                return
+            except BridgeError as exc:
+                turn.fail_now(exc)
+                return
+            turn.finish_now(response)
+
         try:
-            response: PromptResponse = await connection.prompt(
-                session.id, blocks, on_answer=turn.mark_answered
-            )
-        except (ConnectionClosedError, ResourceClosedError):
-            # The process ended: the supervisor fails the turn with the exit report, which
-            # says how the agent ended and whether the session is being restored.
-            return
-        except BridgeError as exc:
-            turn.fail_now(exc)
-            return
-        turn.finish_now(response)
+            await connection.start_prompt(session.id, blocks, settled)
+        except (ConnectionClosedError, ResourceClosedError) as exc:
+            raise await self.exit_failure(generation) from exc
 
     async def cancel_turn(self, session: Session) -> None:
         """``session/cancel`` for the session's running turn; answer its permission requests."""

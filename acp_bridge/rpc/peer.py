@@ -259,6 +259,45 @@ class JsonRpcPeer:
             self._pending.discard(call.id)
         return _outcome(call)
 
+    async def start_request(
+        self,
+        method: str,
+        params: Any,
+        on_settled: Callable[[Callable[[], Any]], None],
+    ) -> RequestId:
+        """Send a request and return once it is written, without waiting for the answer.
+
+        ``on_settled(outcome)`` runs synchronously in the reader when the answer is read (or
+        when the connection ends), before any later message is handled; ``outcome()`` returns
+        the result or raises as :meth:`request` would. It must not block and should not raise.
+        No task waits for the answer: a turn's prompt costs no scheduler pass of its own. A
+        caller that stops caring calls :meth:`forget`; a late answer is then dropped.
+
+        Raises:
+            ConnectionClosedError, ResourceClosedError, LocalProtocolError: as for request().
+        """
+        settled: list[PendingCall] = []
+
+        def wake() -> None:
+            call = settled[0]
+            on_settled(lambda: _outcome(call))
+
+        try:
+            call = self._pending.add(method, wake)
+        except BridgeError as exc:
+            raise _fresh(exc) from exc
+        settled.append(call)
+        try:
+            await self._send(jsonrpc.request(call.id, method, params))
+        except BaseException:
+            self._pending.discard(call.id)
+            raise
+        return call.id
+
+    def forget(self, call_id: RequestId) -> None:
+        """Stop caring about a request sent with :meth:`start_request`."""
+        self._pending.discard(call_id)
+
     async def _send_cancel_notice(self, call: PendingCall) -> None:
         with anyio.move_on_after(CANCEL_NOTICE_TIMEOUT_S, shield=True):
             try:
