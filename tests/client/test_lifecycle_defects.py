@@ -234,3 +234,28 @@ async def test_terminals_die_with_the_agent_process_that_created_them(tmp_path: 
         response = await session.run("terminal sleep 1000")
         assert response.stop_reason == "end_turn"
         assert len(terminals.pids()) == 1 and len(terminals.pids(2)) == 1
+
+
+async def test_a_cancel_that_cannot_be_written_quarantines_within_its_bound(
+    tmp_path: Path,
+) -> None:
+    """The agent stopped reading stdin and the pipe is full: ``session/cancel`` cannot be
+    written. Leaving the turn waits ``cancel_write_timeout_s`` for the write (a wait inside a
+    shield that used to be unbounded), then quarantines; the next turn runs on a new process."""
+    spec = fake("stubborn_agent.py", "--history", str(tmp_path / "history.json"))
+    quick = replace(OPTIONS, cancel_write_timeout_s=0.5, cancel_grace_s=30)
+    async with open_supervised_agent(spec, quick) as agent:
+        session = await agent.new_session(tmp_path)
+        peer = agent.connection.peer
+        with anyio.fail_after(20):
+            async with session.prompt("deaf; echo deaf now; hang") as turn:
+                async for _event in turn:
+                    break  # the agent is deaf from here on
+                filler = {"fill": "x" * 300_000}
+                await peer.notify("_test/fill", filler)  # read: the last line it reads
+                await peer.notify("_test/fill", filler)  # fills the pipe; the writer blocks
+            outcome = turn.machine.outcome
+            assert outcome is not None and outcome.quarantined
+            assert outcome.error is not None and "could not be written" in outcome.error
+            assert (await session.run("echo next")).stop_reason == "end_turn"
+        assert agent.generation == 2
