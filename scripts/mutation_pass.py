@@ -1,0 +1,221 @@
+"""A small, hand-picked mutation pass over the lifecycle code: break a guard, run the tests that
+should notice, restore. Prints one line per mutant: killed (a test failed) or SURVIVED.
+
+    python scripts/mutation_pass.py            # every mutant (about 10 minutes on 2 cores)
+    python scripts/mutation_pass.py lifecycle  # only mutants whose name contains "lifecycle"
+
+Each mutant is an exact text replacement that must match once; the file is restored in a
+``finally``, whatever happens. The tests run with ``-x`` and a per-test timeout, so a mutant that
+makes something hang counts as killed by the timeout.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+SUPERVISED = "tests/client/test_supervised.py"
+DEFECTS = "tests/client/test_lifecycle_defects.py"
+DRIVER = "tests/session/test_driver.py"
+TURN_MACHINE = "tests/session/test_turn_machine.py"
+LIFECYCLE = "tests/unit/test_lifecycle.py"
+CONVERSATION = "tests/conversation"
+
+MUTANTS = [
+    Mutant(
+        "lifecycle: never remember that a generation got ready",
+        "acp_bridge/client/lifecycle.py",
+        "                self._ever_ready = True\n",
+        "                pass\n",
+        (LIFECYCLE, DEFECTS),
+    ),
+    Mutant(
+        "lifecycle: the exit history is never trimmed",
+        "acp_bridge/client/lifecycle.py",
+        "        del self.history[:-_HISTORY_KEPT]\n",
+        "",
+        (LIFECYCLE,),
+    ),
+    Mutant(
+        "lifecycle: a revive does not clear the history",
+        "acp_bridge/client/lifecycle.py",
+        "            self.history.clear()\n",
+        "",
+        (LIFECYCLE, DEFECTS),
+    ),
+    Mutant(
+        "supervisor: waiters are not notified after a transition",
+        "acp_bridge/client/supervisor.py",
+        "        actions = self._lifecycle.handle(event)\n        self._changed.notify_all()\n",
+        "        actions = self._lifecycle.handle(event)\n",
+        (DEFECTS, SUPERVISED),
+    ),
+    Mutant(
+        "supervisor: an exit does not fail the turns in flight",
+        "acp_bridge/client/supervisor.py",
+        "                turn.fail_now(failure)\n",
+        "                pass\n",
+        (SUPERVISED, DEFECTS),
+    ),
+    Mutant(
+        "turn: finish_now's already-ended guard removed",
+        "acp_bridge/client/turn.py",
+        '        closes the open tool calls. Ignored once the turn ended."""\n'
+        "        if self._ended.is_set():\n            return\n",
+        '        closes the open tool calls. Ignored once the turn ended."""\n',
+        (DEFECTS,),
+    ),
+    Mutant(
+        "turn: fail_now's already-ended guard removed",
+        "acp_bridge/client/turn.py",
+        '        once the turn ended."""\n        if self._ended.is_set():\n            return\n',
+        '        once the turn ended."""\n',
+        (DEFECTS,),
+    ),
+    Mutant(
+        "turn: a cancelled answer does not close open tool calls",
+        "acp_bridge/client/turn.py",
+        "        if response.is_cancelled() or cancelled:\n",
+        "        if False:\n",
+        (DRIVER, SUPERVISED),
+    ),
+    Mutant(
+        "session: the quarantine is not performed",
+        "acp_bridge/client/session.py",
+        "                await self._agent.quarantine(action.reason)\n",
+        "                pass\n",
+        (DEFECTS, DRIVER),
+    ),
+    Mutant(
+        "session: an unwritable cancel is not reported to the machine",
+        "acp_bridge/client/session.py",
+        "                if scope.cancelled_caught:\n"
+        "                    await self.perform(turn, turn.machine.handle(CancelUnwritable()))\n",
+        "",
+        (DEFECTS,),
+    ),
+    Mutant(
+        "session: leaving a turn early does not cancel it",
+        "acp_bridge/client/session.py",
+        "                if not turn.is_closed:\n"
+        '                    await self.cancel_and_close(turn, "the caller left the turn before it ended")\n',  # noqa: E501
+        "",
+        (DEFECTS,),
+    ),
+    Mutant(
+        "driver: no settle window after a cancelled turn",
+        "acp_bridge/session/driver.py",
+        '        self._must_settle = outcome.status != "done"\n',
+        "        self._must_settle = False\n",
+        (DRIVER,),
+    ),
+    Mutant(
+        "driver: a flooding agent keeps the grace window from expiring",
+        "acp_bridge/session/driver.py",
+        "                if deadline is not None and now >= deadline:\n",
+        "                if False:\n",
+        (DRIVER, DEFECTS),
+    ),
+    Mutant(
+        "handlers: updates after the answer are not fenced",
+        "acp_bridge/client/handlers.py",
+        "            and not turn.is_answered\n",
+        "",
+        (DRIVER,),
+    ),
+    Mutant(
+        "handlers: updates of the previous turn's messageIds are not fenced",
+        "acp_bridge/client/handlers.py",
+        '            and update.get("messageId") not in session.fenced_message_ids\n',
+        "",
+        (DRIVER,),
+    ),
+    Mutant(
+        "turn machine: a second cancel re-arms the grace window",
+        "acp_bridge/client/turn_machine.py",
+        "        if self.state is not TurnState.PROMPTING:\n"
+        "            return []  # a second cancel is harmless\n",
+        "",
+        (TURN_MACHINE,),
+    ),
+    Mutant(
+        "toolcalls: a closed tool call's late update is accepted",
+        "acp_bridge/client/toolcalls.py",
+        "        if tool_call_id in self._closed:\n            return False\n",
+        "",
+        ("tests/unit/test_toolcalls.py",),
+    ),
+    Mutant(
+        "conversation: a stop does not wait for the turn to be recorded",
+        "acp_bridge/conversation/conversation.py",
+        "        bound = STOP_NOW_WAIT_S if self._hurry else self.stop_bound_s\n",
+        "        bound = 0.0\n",
+        (CONVERSATION,),
+    ),
+]
+
+
+def run(mutant: Mutant) -> tuple[bool, float, str]:
+    path = ROOT / mutant.path
+    original = path.read_text()
+    if original.count(mutant.old) != 1:
+        return False, 0.0, f"mutant text matches {original.count(mutant.old)} times: fix the list"
+    path.write_text(original.replace(mutant.old, mutant.new))
+    started = time.monotonic()
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-x",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--timeout",
+                "60",
+                *mutant.tests,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        last = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
+        return result.returncode != 0, time.monotonic() - started, last
+    except subprocess.TimeoutExpired:
+        return True, time.monotonic() - started, "the test run hung past 900 s"
+    finally:
+        path.write_text(original)
+
+
+def main() -> int:
+    wanted = sys.argv[1] if len(sys.argv) > 1 else ""
+    survivors = 0
+    for mutant in MUTANTS:
+        if wanted not in mutant.name:
+            continue
+        killed, seconds, last = run(mutant)
+        survivors += not killed
+        verdict = "killed  " if killed else "SURVIVED"
+        print(f"{verdict} {seconds:5.0f} s  {mutant.name}  [{last}]", flush=True)
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
