@@ -578,6 +578,28 @@ def store_alone(messages: int, workdir: Path) -> float:
         return (time.perf_counter() - started) / messages
 
 
+def session_run_only(backend: str, messages: int, workdir: Path) -> float:
+    """The same turns through ``Session.run`` one after another: the library's plainest way to
+    prompt, the same job as the SDK client's ``prompt()`` in a row."""
+    import anyio
+
+    from acp_bridge import AgentSpec, open_supervised_agent
+
+    async def run() -> float:
+        spec = AgentSpec(agent_argv(ECHO_AGENT), name="echo-agent")
+        async with open_supervised_agent(spec, bridge_options()) as agent:
+            session = await agent.new_session(workdir)
+            await session.run(QUEUE_PROMPT)  # warm-up
+            started = time.perf_counter()
+            for _ in range(messages):
+                response = await session.run(QUEUE_PROMPT)
+                if response.stop_reason != "end_turn":
+                    raise RuntimeError(f"session.run/{backend}: {response.stop_reason}")
+            return messages / (time.perf_counter() - started)
+
+    return anyio.run(run, backend=backend)
+
+
 def driver_only(backend: str, messages: int, workdir: Path) -> float:
     """The same turns through ``TurnDriver.run`` one after another: no queue, no store."""
     import anyio
@@ -747,6 +769,9 @@ def run_all(runs: int, cancels: int, messages: int, backends: tuple[str, ...]) -
             with tempfile.TemporaryDirectory(prefix="bench-turns-") as tmp:
                 rate = driver_only(backend, messages, Path(tmp).resolve())
             samples.add(f"driver-{backend}", rate)
+            with tempfile.TemporaryDirectory(prefix="bench-turns-") as tmp:
+                rate = session_run_only(backend, messages, Path(tmp).resolve())
+            samples.add(f"run-{backend}", rate)
         with tempfile.TemporaryDirectory(prefix="bench-turns-") as tmp:
             workdir = Path(tmp).resolve()
             samples.add("queue-sdk", queue_sdk(messages, workdir))
@@ -837,6 +862,22 @@ def build_rows(samples: Samples, backends: tuple[str, ...], messages: int) -> li
         f"the same {messages:,} turns through `TurnDriver.run` alone: no queue, no store (turns/s)",
         [cell(f"driver-{b}") for b in backends],
         cell("queue-sdk"),
+    )
+    row(
+        f"the same {messages:,} turns through `Session.run` in a row (turns/s)",
+        [cell(f"run-{b}") for b in backends],
+        cell("queue-sdk"),
+        ">= 0.9x the SDK (#7)",
+        "met" if all(med(f"run-{b}") >= 0.9 * med("queue-sdk") for b in backends) else "missed",
+    )
+    row(
+        "… `Session.run` / SDK; `TurnDriver.run` / SDK",
+        [
+            f"{med(f'run-{b}') / med('queue-sdk'):.2f}x; "
+            f"{med(f'driver-{b}') / med('queue-sdk'):.2f}x"
+            for b in backends
+        ],
+        "",
     )
     row(
         "Conversation, per message: in `TurnDriver.run` / awaiting the store on the turn path "
