@@ -92,7 +92,7 @@ MUTANTS = [
         "acp_bridge/client/turn.py",
         "        if response.is_cancelled() or cancelled:\n",
         "        if False:\n",
-        (DRIVER, SUPERVISED),
+        (DRIVER, SUPERVISED, DEFECTS),
     ),
     Mutant(
         "session: the quarantine is not performed",
@@ -132,11 +132,11 @@ MUTANTS = [
         (DRIVER, DEFECTS),
     ),
     Mutant(
-        "handlers: updates after the answer are not fenced",
+        "handlers: updates after the turn ended are not fenced",
         "acp_bridge/client/handlers.py",
-        "            and not turn.is_answered\n",
-        "",
-        (DRIVER,),
+        "            and not turn.is_closed  # closed by its answer",
+        "            and True  # closed by its answer",
+        (DRIVER, DEFECTS),
     ),
     Mutant(
         "handlers: updates of the previous turn's messageIds are not fenced",

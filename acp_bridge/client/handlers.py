@@ -118,9 +118,7 @@ class ClientHandlers:
         turn = session.current_turn
         if (
             turn is not None
-            and not turn.is_answered
-            and not turn.is_done
-            and not turn.is_closed
+            and not turn.is_closed  # closed by its answer (read just before) or by a quarantine
             and update.get("messageId") not in session.fenced_message_ids
         ):
             await turn.deliver_update(update)

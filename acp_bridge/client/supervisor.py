@@ -315,7 +315,6 @@ class SupervisedAgent:
         generation = self._lifecycle.generation
 
         def settled(outcome: Callable[[], PromptResponse]) -> None:
-            turn.mark_answered()
             try:
                 response = outcome()
             except (ConnectionClosedError, ResourceClosedError):

@@ -11,6 +11,8 @@ The turn's lifecycle belongs to its :class:`~acp_bridge.client.turn_machine.Turn
 window and a quarantine by whoever runs the turn (``Session.end`` or the session layer's
 driver). The *agent's* side of the turn ends exactly once, synchronously (:meth:`finish_now` or
 :meth:`fail_now`; the second is ignored), so no answer can land between a check and a write.
+The answer ends the turn in the connection's reader, before it reads the next line, so
+whatever the agent sends after its answer is never part of the turn (the answered fence).
 The closing of tool calls the turn left open goes to a small tail that the consumer reads after
 the buffered events: ending a turn never waits for a slow consumer.
 """
@@ -63,7 +65,6 @@ class Turn:
         self.duration_s: float | None = None
         self.update_count = 0
         self._message_ids: set[str] = set()
-        self._answered = False
 
     def __repr__(self) -> str:
         state = (
@@ -138,14 +139,6 @@ class Turn:
         await self._ended.wait()
 
     # -- the bridge's side ------------------------------------------------------------------
-
-    @property
-    def is_answered(self) -> bool:
-        """The agent's answer was read: anything it sends from now on is late."""
-        return self._answered
-
-    def mark_answered(self) -> None:
-        self._answered = True
 
     async def deliver_update(self, raw_update: dict[str, Any]) -> None:
         """Hand one update of this turn to the caller (waits while the buffer is full)."""

@@ -148,6 +148,7 @@ async def test_a_turn_ends_once_whichever_of_answer_and_failure_comes_first() ->
     failed.finish_now(PromptResponse.parse({"stopReason": "end_turn"}))
     with pytest.raises(AgentExitedError, match="it died"):
         await failed.wait()
+    assert failed.stop_reason is None  # the late answer was not recorded beside the failure
     assert failed.machine.outcome is not None
     assert failed.machine.outcome.status == "failed"
     failed.close()
@@ -259,3 +260,74 @@ async def test_a_cancel_that_cannot_be_written_quarantines_within_its_bound(
             assert outcome.error is not None and "could not be written" in outcome.error
             assert (await session.run("echo next")).stop_reason == "end_turn"
         assert agent.generation == 2
+
+
+async def test_a_cancelled_answer_closes_the_open_tool_calls_without_a_driver(
+    tmp_path: Path,
+) -> None:
+    """``Session.cancel`` then the agent's ``cancelled``: the tool call the turn left open is
+    closed once, as failed, after the turn's events (no driver to close it afterwards)."""
+    async with open_supervised_agent(fake("slow_agent.py"), OPTIONS) as agent:
+        session = await agent.new_session(tmp_path)
+        events: list[Any] = []
+        with anyio.fail_after(20):
+            async with session.prompt("tool in_progress; echo x; wait") as turn:
+                async for event in turn:
+                    events.append(event)
+                    if len(events) == 2:
+                        await session.cancel()
+            assert (await turn.wait()).stop_reason == "cancelled"
+    closed = [e for e in events if type(e).__name__ == "ToolCallClosed"]
+    assert len(closed) == 1 and closed[0].status == "failed"
+    assert events[-1] is closed[0]
+
+
+async def test_a_stubborn_agent_flooding_updates_is_still_closed_at_the_grace_window(
+    tmp_path: Path,
+) -> None:
+    """The agent ignores the cancel and keeps flooding while the consumer is slow, so the
+    turn's buffer never runs empty: the grace window must still expire (the driver reads the
+    clock per event while a deadline runs)."""
+    spec = fake("slow_agent.py", "--history", str(tmp_path / "history.json"))
+    async with open_supervised_agent(spec, replace(OPTIONS, turn_buffer=64)) as agent:
+        driver = TurnDriver(
+            await agent.new_session(tmp_path),
+            TurnPolicy(timings=TurnTimings(cancel_grace_s=0.5)),
+        )
+
+        async def slow_consumer(event: Any) -> None:
+            driver.request_cancel("test")
+            await anyio.sleep(0.002)  # slower than the agent: the buffer stays full
+
+        with anyio.fail_after(30):
+            outcome = await driver.run("on-cancel ignore; flood 200000", slow_consumer)
+        assert outcome.status == "cancelled" and outcome.quarantined
+
+
+async def test_updates_after_the_answer_are_kept_as_strays_not_given_to_the_turn(
+    tmp_path: Path,
+) -> None:
+    """The answer ends the turn in the reader, so the 5 chunks the agent sends after it land in
+    ``session.stray_updates``: never in the turn, never lost silently."""
+    async with open_supervised_agent(fake("slow_agent.py"), OPTIONS) as agent:
+        session = await agent.new_session(tmp_path)
+        late_seen = anyio.Event()
+        late_lines: list[bytes] = []
+
+        def count_late(direction: str, line: Any) -> None:
+            if direction == "in" and b"late-" in bytes(line):
+                late_lines.append(bytes(line))
+                if len(late_lines) == 5:
+                    late_seen.set()
+
+        agent.connection.peer.add_observer(count_late)
+        with anyio.fail_after(20):
+            async with session.prompt("echo in the turn; late 5") as turn:
+                texts = [
+                    getattr(e, "raw", {}).get("content", {}).get("text", "") async for e in turn
+                ]
+                await late_seen.wait()  # still inside the turn: it is the session's current one
+            await session.run("echo a later turn, after the late chunks were read")
+        assert not any(text.startswith("late-") for text in texts)
+        strays = [u.get("content", {}).get("text", "") for u in session.stray_updates]
+        assert sum(text.startswith("late-") for text in strays) == 5
