@@ -172,7 +172,7 @@ def cancel_ours(backend: str, cancels: int, workdir: Path) -> list[Stamps]:
             tg.start_soon(turn)
             await first.wait()
             stamps.requested = time.perf_counter()
-            driver.request_cancel("bench")
+            await driver.cancel("bench")  # in this task, as the SDK's cancel() is
         if outcome is None or (outcome.status, outcome.stop_reason) != ("cancelled", "cancelled"):
             raise RuntimeError(f"ours/{backend}: unexpected outcome {outcome}")
         if outcome.quarantined:

@@ -78,6 +78,16 @@ class TurnDriver:
         if self._waiting is not None:
             self._waiting.cancel()
 
+    async def cancel(self, reason: str) -> None:
+        """Cancel the running turn now: ``session/cancel`` is written (bounded) in the calling
+        task before this returns, sparing a wake-up of the driver. The turn still ends through
+        :meth:`run`, within the grace window. A no-op when no turn runs."""
+        self.request_cancel(reason)
+        turn = self._turn
+        if turn is not None and not turn.is_closed:
+            cancel = TurnCancelRequested(reason, anyio.current_time())
+            await self.session.perform(turn, turn.machine.handle(cancel))
+
     async def run(self, content: Content, on_event: EventSink | None = None) -> TurnOutcome:
         """Run one turn to its outcome.
 

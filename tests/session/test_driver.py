@@ -167,3 +167,33 @@ async def test_a_crash_mid_turn_is_a_recoverable_failure(tmp_path: Path) -> None
         outcome = await driver.run("echo x; crash 4", Recorder(driver))
         assert (outcome.status, outcome.recoverable) == ("failed", True)
         assert (await driver.run("echo again", Recorder(driver))).status == "done"
+
+
+async def test_cancel_writes_session_cancel_in_the_callers_task(tmp_path: Path) -> None:
+    async with open_supervised_agent(fake("slow_agent.py"), OPTIONS) as agent:
+        driver = TurnDriver(await agent.new_session(tmp_path), POLICY)
+        cancels: list[str] = []
+        agent.connection.peer.add_observer(
+            lambda direction, line: cancels.append(direction)
+            if b"session/cancel" in bytes(line)
+            else None
+        )
+        first = anyio.Event()
+
+        async def on_event(event: Any) -> None:
+            first.set()
+
+        outcome = None
+
+        async def run_turn() -> None:
+            nonlocal outcome
+            outcome = await driver.run("echo x; wait", on_event)
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run_turn)
+                await first.wait()
+                await driver.cancel("stop")
+                assert cancels == ["out"]  # written before cancel() returned
+        assert outcome is not None and outcome.status == "cancelled"
+        assert cancels == ["out"]  # and only once
