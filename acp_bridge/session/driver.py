@@ -82,11 +82,19 @@ class TurnDriver:
         """Cancel the running turn now: ``session/cancel`` is written (bounded) in the calling
         task before this returns, sparing a wake-up of the driver. The turn still ends through
         :meth:`run`, within the grace window. A no-op when no turn runs."""
-        self.request_cancel(reason)
         turn = self._turn
-        if turn is not None and not turn.is_closed:
-            cancel = TurnCancelRequested(reason, anyio.current_time())
-            await self.session.perform(turn, turn.machine.handle(cancel))
+        if turn is None or turn.is_closed:
+            self.request_cancel(reason)  # the turn about to start
+            return
+        if self._pending_cancel is None:
+            self._pending_cancel = reason
+        cancel = TurnCancelRequested(reason, anyio.current_time())
+        await self.session.perform(turn, turn.machine.handle(cancel))
+        # The driver's wait needs the grace deadline, not a wake-up: move its deadline.
+        deadline = turn.machine.next_deadline()
+        waiting = self._waiting
+        if waiting is not None and deadline is not None:
+            waiting.deadline = min(waiting.deadline, deadline)
 
     async def run(self, content: Content, on_event: EventSink | None = None) -> TurnOutcome:
         """Run one turn to its outcome.
