@@ -1008,36 +1008,51 @@ python scripts/bench_turns.py --write docs/benchmarks.md
 WHERE_THE_TIME_GOES = """\
 ### Where the time goes
 
-**Cancel.** Both budgets hold with room to spare. From the agent's `cancelled` answer read to
-`TurnDriver.run` returning takes about 0.4 ms, a chain of scheduler passes (stamped once by
-hand): about 0.1 ms until the prompt's task has the response and `Turn.finish` runs, 0.06 ms
-until the driver's pump feeds `PromptAnswered`, 0.2 ms for `Close` to unwind `run` (its task
-group cancels and joins the `_clock` and `_pump` tasks) and 0.03 ms in `Session.end`. The SDK
-resolves one future (0.05 ms). A stubborn agent's turn closes about 4 ms after the window:
-the deadline fires about 1 ms late (the event loop's millisecond timer), then the group is
-SIGKILLed and reaped and the exit reported (about 2.5 ms) before the turn fails and `run`
-returns. The replacement is ready with the session loaded 50 to 80 ms later, which is a Python
-interpreter starting. Done by hand with the SDK, the wait just stops. The process and its busy
-session stay, and the next prompt is refused.
+**Cancel.** Both budgets hold with room to spare, but the cooperative cancel is still about
+twice the SDK's time end to end (0.6–0.8 ms against 0.3–0.4 ms), a miss against #7's "no
+slower than the SDK". Where it goes (stamped in place with perf_counter, medians of 10): the
+request is as fast as the SDK's now (`TurnDriver.cancel` writes `session/cancel` in the
+caller's task and moves the driver's wait deadline to the grace window instead of waking it).
+The middle row (our write, the agent, our reader waking on its answer) is 0.1–0.15 ms slower
+than the SDK's against the same agent. From the answer read to the caller: about 0.09 ms for
+the reader to split, decode and classify the line and parse the `PromptResponse`, 0.06 ms in
+`Turn.finish_now` in situ (10 µs when measured alone: it closes the turn's stream and sets its
+event, which schedules the driver), then one scheduler pass to wake the driver, which returns
+without further waits (the turn ends in the reader: no task per turn, no task group). The SDK
+resolves one future. A stubborn agent's turn closes about 4 ms after the window: the deadline
+fires about 1 ms late (the event loop's millisecond timer), then the group is SIGKILLed and
+reaped and the exit reported (about 2.5 ms) before the turn fails and `run` returns. The
+replacement is ready with the session loaded 50 to 80 ms later, which is a Python interpreter
+starting. Done by hand with the SDK, the wait just stops. The process and its busy session stay,
+and the next prompt is refused.
+
+**Turns in a row.** `Session.run` and `TurnDriver.run` now run at about the SDK's prompt rate
+(0.9x to 1.05x across runs and backends; #7 asked for at least 0.9x, from 0.57x): the prompt is
+sent with `JsonRpcPeer.start_request` and its answer ends the turn from the reader, the session
+lock costs no pass when free, and waiting for the end releases the turn's buffer and wakes
+once. Runs on this shared 2-core machine vary by about 10%, so a trio run can land just under
+0.9x.
 
 **Queue.** The Conversation runs about a tenth as many turns per second as the SDK client, which
 has neither a queue nor a store. Per message (the breakdown row), under 1 ms goes to
-`TurnDriver.run`, more than 2 ms to awaiting four store calls on the turn path, and about 0.1 ms
-to the rest. Alone, `TurnDriver.run` gets about half the SDK's prompt rate: each turn has a task
-group with two tasks, the session lock and the turn's stream, the same scheduler passes as the
-round-trip rows of `bench_rpc`. Every store call is one `BEGIN IMMEDIATE … COMMIT` with
-`synchronous=FULL`, so one fsync'd WAL commit, run in a worker thread (a hop of about 65 µs
-here). A message makes three of them: `add_message` in `send`, then `mark_running` and `finish`,
-each of which logs its turn event (turn_started, turn_ended) in the same commit (they were five
-commits until the event log was folded in). Alone in one thread the three take well under 1 ms
-(a bare commit is about 0.1 ms). During the run they hold the store's lock about twice as long,
-because the worker threads compete with the event loop and the agent for the GIL and the two
-cores. That is the store's share, close to half of the wall time. The event loop's thread sits
-in `epoll` for about 40% of a profiled run (`--profile`), so the queue is bound by a serial
-chain of waits per message, not by CPU. No settle window was entered (echo turns end `done`).
-Turns/s did not drop with queue length in one-off runs of 300 and 3,000 messages. What is left
-is the price of durability we chose (an fsync per state change, so a crash of the bridge loses
-nothing): batching commits across messages would trade that away.
+`TurnDriver.run`, more than 1 ms to awaiting the store calls on the turn path, and under 1 ms to
+the rest (the conversation's own steps: the queue machine, its lock, the events to subscribers).
+This machine's disk was about three times slower on the day of this run than on the run before
+(a bare commit 0.3 ms against 0.1 ms), which lowered the absolute rate (432 then, about 300 now)
+but not the ratio to the SDK (0.15x then, 0.16–0.17x now). Every store call is one `BEGIN
+IMMEDIATE … COMMIT` with `synchronous=FULL`, so one fsync'd WAL commit, run in a worker thread
+(a hop of about 65 µs here). A message makes three of them: `add_message` in `send`, then
+`mark_running` and `finish`, each of which logs its turn event (turn_started, turn_ended) in the
+same commit (they were five commits until the event log was folded in). Alone in one thread the
+three take well under 1 ms (a bare commit is 0.1 to 0.3 ms, see the row above). During the run
+they hold the store's lock about twice as long, because the worker threads compete with the
+event loop and the agent for the GIL and the two cores. That is the store's share, close to half
+of the wall time. The event loop's thread sits in `epoll` for about 40% of a profiled run
+(`--profile`), so the queue is bound by a serial chain of waits per message, not by CPU. No
+settle window was entered (echo turns end `done`). Turns/s did not drop with queue length in
+one-off runs of 300 and 3,000 messages. What is left is the price of durability we chose (an
+fsync per state change, so a crash of the bridge loses nothing): batching commits across
+messages would trade that away.
 """
 
 
