@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from acp_bridge import __version__
+from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK, EXIT_TURN_FAILED
 from acp_bridge.errors import AgentError, BridgeError
 from acp_bridge.process.launcher import open_agent
 from acp_bridge.process.spec import AgentSpec
@@ -54,20 +55,20 @@ def run_demo(agent_script: str | None) -> int:
             "or pass --agent-script PATH.",
             file=sys.stderr,
         )
-        return 3
+        return EXIT_AGENT_FAILED
     try:
         anyio.run(_demo, script)
     except Exception as raised:
         exc = _leaf(raised)
         if isinstance(exc, AgentError):
             print(f"acp-bridge demo: the agent failed: {exc}", file=sys.stderr)
-            return 3
+            return EXIT_AGENT_FAILED
         if isinstance(exc, BridgeError | TimeoutError):
             reason = str(exc) or f"a step took longer than {_STEP_TIMEOUT_S:.0f} s"
             print(f"acp-bridge demo: {reason}", file=sys.stderr)
-            return 4
+            return EXIT_TURN_FAILED
         raise
-    return 0
+    return EXIT_OK
 
 
 def _leaf(exc: BaseException) -> BaseException:

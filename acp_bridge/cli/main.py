@@ -3,8 +3,7 @@
 Kept light on purpose (``acp-bridge --help`` has a 150 ms budget): subcommands import the
 library only when they run.
 
-Exit codes (the contract scripts rely on): 0 every turn ended; 2 usage error; 3 the agent could
-not be started or initialized; 4 a turn failed and could not be recovered; 130 interrupted.
+Exit codes (the contract scripts rely on) are defined once, in :mod:`.exit_codes`.
 """
 
 from __future__ import annotations
@@ -15,14 +14,9 @@ import sys
 from collections.abc import Sequence
 
 from acp_bridge import __version__
+from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, HELP
 
 __all__ = ["main"]
-
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_AGENT_FAILED = 3
-EXIT_TURN_FAILED = 4
-EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,10 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
             "A supervising bridge between ACP clients and ACP agents. Logs and progress go to "
             "stderr; stdout carries only results."
         ),
-        epilog=(
-            "Exit codes: 0 ok; 2 usage error; 3 the agent could not be started or initialized; "
-            "4 a turn failed and could not be recovered; 130 interrupted."
-        ),
+        epilog=HELP,
     )
     parser.add_argument("--version", action="version", version=f"acp-bridge {__version__}")
     parser.add_argument(
@@ -75,11 +66,9 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
             "--json); progress and logs go to stderr."
         ),
         epilog=(
-            "Exit codes: 0 every turn ended; 2 usage error; 3 the agent could not be started or "
-            "initialized; 4 a turn failed and could not be recovered; 130 interrupted. "
-            "--json events: agent_started, session, turn_started, update, permission, "
+            HELP + " --json events: agent_started, session, turn_started, update, permission, "
             "turn_ended, turn_failed, agent_exited, agent_restarted, session_restored, "
-            'session_replaced (each with "event" and "ts").'
+            'session_replaced, agent_gave_up (each with "event" and "ts").'
         ),
     )
     run.add_argument(

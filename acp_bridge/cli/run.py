@@ -28,6 +28,13 @@ from typing import Any, Final
 
 import anyio
 
+from acp_bridge.cli.exit_codes import (
+    EXIT_AGENT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TURN_FAILED,
+    EXIT_USAGE,
+)
 from acp_bridge.cli.render import EventPrinter
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
@@ -35,7 +42,7 @@ from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.reconcile import reconcile
-from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.conversation.store import ConversationRecord, MessageState, QueueStore
 from acp_bridge.errors import (
     AgentError,
     BridgeError,
@@ -50,7 +57,6 @@ from acp_bridge.session.turn import TurnTimings
 
 __all__ = ["run_command"]
 
-EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_TURN, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
 STOP_NOW_DEADLINE_S: Final = 1.0
 """After a second signal, everything not shielded is cancelled at this deadline at the latest."""
 
@@ -80,8 +86,11 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         _say(str(exc))
         return EXIT_USAGE
     spec = AgentSpec(list(argv or record.agent.get("argv", [])), cwd=Path(record.cwd))
+    # This run answers for the messages it finds unsettled (left queued, or left running by a
+    # bridge that died: recovered as failed) and for the ones it sends.
+    unsettled = {m.seq for m in store.messages(record.id) if not m.is_final}
     try:
-        return anyio.run(_run, args, store, record, spec)
+        return anyio.run(_run, args, store, record, spec, unsettled)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
@@ -159,7 +168,11 @@ class _Interrupts:
 
 
 async def _run(
-    args: argparse.Namespace, store: QueueStore, record: ConversationRecord, spec: AgentSpec
+    args: argparse.Namespace,
+    store: QueueStore,
+    record: ConversationRecord,
+    spec: AgentSpec,
+    unsettled: set[int],
 ) -> int:
     interrupts = _Interrupts()
     async with anyio.create_task_group() as tg:
@@ -167,7 +180,7 @@ async def _run(
         await anyio.lowlevel.checkpoint()  # the receiver is installed before the agent starts
         try:
             with interrupts.everything:
-                code = await _run_agent(args, store, record, spec, interrupts)
+                code = await _run_agent(args, store, record, spec, interrupts, unsettled)
         finally:
             tg.cancel_scope.cancel()
     if interrupts.count:
@@ -188,6 +201,7 @@ async def _run_agent(
     record: ConversationRecord,
     spec: AgentSpec,
     interrupts: _Interrupts,
+    unsettled: set[int],
 ) -> int:
     printer = EventPrinter(json_mode=args.json, agent=spec.name)
     options = ClientOptions(
@@ -219,26 +233,31 @@ async def _run_agent(
                 ) as conversation:
                     printing.start_soon(printer.run, conversation.subscribe(replay=True))
                     interrupts.conversation = conversation
-                    code = await _drive(conversation, args, interrupts)
+                    code = await _drive(store, conversation, args, interrupts, unsettled)
                 interrupts.conversation = None
             await printer.flush()
     except SpawnError as exc:
         _say(f"{exc}. Check the agent command.")
-        return EXIT_AGENT
+        return EXIT_AGENT_FAILED
     except AgentError as exc:
         _say(str(exc))
-        return EXIT_AGENT
+        return EXIT_AGENT_FAILED
     except BridgeError as exc:
         _say(str(exc))
-        return EXIT_TURN
+        return EXIT_TURN_FAILED
     return code
 
 
 async def _drive(
-    conversation: Conversation, args: argparse.Namespace, interrupts: _Interrupts
+    store: QueueStore,
+    conversation: Conversation,
+    args: argparse.Namespace,
+    interrupts: _Interrupts,
+    judged: set[int],
 ) -> int:
     """Feed the messages and wait for the queue to drain, or for a signal's stop to close the
-    running turn (bounded)."""
+    running turn (bounded). ``judged`` holds the seqs this run answers for; the ones it sends
+    are added."""
     reason = "paused"
     async with anyio.create_task_group() as tg:
 
@@ -249,34 +268,37 @@ async def _drive(
         tg.start_soon(on_stop)
         if args.message:
             for text in args.message:
-                await conversation.send(text)
+                judged.add(await conversation.send(text))
         elif not (args.resume or args.conversation) or not sys.stdin.isatty():
-            await _read_stdin(conversation)
+            await _read_stdin(conversation, judged)
         reason = await conversation.wait_idle()
         tg.cancel_scope.cancel()
     if interrupts.stopped.is_set():
         with anyio.move_on_after(conversation.stop_bound_s):
             await conversation.wait_idle()  # the stopped turn closed and was recorded
         return EXIT_INTERRUPTED
-    return _exit_code(conversation, reason)
+    if reason == "agent_gone":
+        return EXIT_TURN_FAILED
+    return await _exit_code(store, conversation.id, judged)
 
 
-async def _read_stdin(conversation: Conversation) -> None:
+async def _read_stdin(conversation: Conversation, judged: set[int]) -> None:
     while True:
         line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
         if not line:
             return
         text = line.rstrip("\n")
         if text.strip():
-            await conversation.send(text)
+            judged.add(await conversation.send(text))
 
 
-def _exit_code(conversation: Conversation, reason: str) -> int:
-    if reason == "agent_gone":
-        return EXIT_TURN
-    for message in conversation.messages():
-        if message.state.name == "FAILED" and not message.recoverable:
-            return EXIT_TURN
+async def _exit_code(store: QueueStore, conversation_id: str, judged: set[int]) -> int:
+    """0 when every message this run answers for ended ``done``, else 4 (failed, recovered as
+    failed after a crash of the bridge, cancelled by a deadline, or still queued)."""
+    stored = await anyio.to_thread.run_sync(lambda: store.messages(conversation_id))
+    for message in stored:
+        if message.seq in judged and message.state is not MessageState.DONE:
+            return EXIT_TURN_FAILED
     return EXIT_OK
 
 

@@ -13,6 +13,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+# The checkout under test, whatever acp_bridge is installed (the bridge may run in tmp_path).
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+}
 ECHO = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "echo_agent.py")]
 
 
@@ -23,6 +28,7 @@ def run(*args: str, stdin: str | None = None, cwd: Path = ROOT) -> subprocess.Co
         capture_output=True,
         text=True,
         cwd=cwd,
+        env=ENV,
         timeout=60,
     )
 
@@ -84,7 +90,8 @@ def test_resuming_from_another_directory_is_refused(tmp_path: Path) -> None:
 
 def test_a_bridge_killed_mid_turn_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
     """The queue survives kill -9 of the bridge: the cut message fails (recoverable), the rest
-    goes on, nothing is prompted twice."""
+    goes on, nothing is prompted twice. The resuming run exits 4: a message it answers for
+    (the cut one) did not end done."""
     store = tmp_path / "s.db"
     agent = [*ECHO, "--history", str(tmp_path / "history.json")]
     bridge = subprocess.Popen(
@@ -109,6 +116,7 @@ def test_a_bridge_killed_mid_turn_resumes_without_loss_or_duplicates(tmp_path: P
         stderr=subprocess.DEVNULL,
         text=True,
         cwd=tmp_path,
+        env=ENV,
     )
     agent_pid = None
     try:
@@ -132,7 +140,7 @@ def test_a_bridge_killed_mid_turn_resumes_without_loss_or_duplicates(tmp_path: P
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(agent_pid, signal.SIGKILL)
     result = run("--json", "--store", str(store), "--resume", "--", *agent, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 4, result.stderr
     seen = events(result.stdout)
     assert [e["seq"] for e in seen if e["event"] == "turn_started"] == [3]
     failed = [e for e in seen if e["event"] == "turn_failed"]
@@ -164,6 +172,7 @@ def test_sigint_cancels_the_turn_stops_the_agent_and_exits_130(tmp_path: Path) -
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        env=ENV,
     )
     agent_pid = None
     try:
@@ -196,6 +205,7 @@ def start_bridge(*args: str, cwd: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
+        env=ENV,
     )
 
 
