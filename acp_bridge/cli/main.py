@@ -15,12 +15,21 @@ from collections.abc import Sequence
 
 from acp_bridge import __version__
 from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, HELP
+from acp_bridge.cli.options import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    OneLineParser,
+    byte_count,
+    count,
+    directory,
+    seconds,
+    timeout_or_off,
+)
 
 __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="acp-bridge",
         description=(
             "A supervising bridge between ACP clients and ACP agents. Logs and progress go to "
@@ -52,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_run_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     run = commands.add_parser(
         "run",
         help="run turns headless: -m TEXT (repeatable) or one message per stdin line",
@@ -79,7 +88,12 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         metavar="TEXT",
         help="a message to send (repeatable, sent in order); without -m, read stdin lines",
     )
-    run.add_argument("--cwd", metavar="DIR", help="the session's working directory (default: .)")
+    run.add_argument(
+        "--cwd",
+        type=directory,
+        metavar="DIR",
+        help="the session's working directory, which must exist (default: .)",
+    )
     run.add_argument(
         "--session-id", metavar="ID", help="restore this agent session (session/load or resume)"
     )
@@ -98,23 +112,26 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     run.add_argument(
         "--grace",
-        type=float,
+        type=seconds,
         default=5.0,
         metavar="SECONDS",
         help="after a cancel, how long the agent gets to answer before it is replaced (default: 5)",
     )
     run.add_argument(
-        "--turn-timeout", type=float, metavar="SECONDS", help="cancel a turn that runs longer"
+        "--turn-timeout",
+        type=timeout_or_off,
+        metavar="SECONDS",
+        help="cancel a turn that runs longer (0 = off, the default)",
     )
     run.add_argument(
         "--idle-timeout",
-        type=float,
+        type=timeout_or_off,
         metavar="SECONDS",
-        help="cancel a turn when the agent sends nothing for this long",
+        help="cancel a turn when the agent sends nothing for this long (0 = off, the default)",
     )
     run.add_argument(
         "--max-restarts",
-        type=int,
+        type=count,
         default=5,
         metavar="N",
         help="restarts allowed within 5 minutes before giving up (default: 5)",
@@ -134,6 +151,13 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--allow-terminal",
         action="store_true",
         help="let the agent run commands (terminal/*) in the session cwd",
+    )
+    run.add_argument(
+        "--max-message-bytes",
+        type=byte_count,
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        metavar="N",
+        help="refuse a message longer than N bytes of UTF-8 (default: 16 MiB)",
     )
     run.add_argument("--json", action="store_true", help="print NDJSON events on stdout")
     run.add_argument(

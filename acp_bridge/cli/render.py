@@ -21,6 +21,8 @@ class EventPrinter:
         self.json_mode = json_mode
         self.agent = agent
         self._at_line_start = True
+        self.shown: set[str] = set()
+        """The kinds of event shown so far."""
 
     async def run(self, events: MemoryObjectReceiveStream[dict[str, Any]]) -> None:
         with events:
@@ -35,6 +37,7 @@ class EventPrinter:
         await anyio.lowlevel.checkpoint()
 
     def show(self, event: dict[str, Any]) -> None:
+        self.shown.add(event["event"])
         if self.json_mode:
             sys.stdout.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
             sys.stdout.flush()

@@ -36,10 +36,12 @@ from acp_bridge.cli.exit_codes import (
     EXIT_USAGE,
 )
 from acp_bridge.cli.render import EventPrinter
+from acp_bridge.client.events import AgentGaveUp
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.fanout import lifecycle_json
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.reconcile import reconcile
 from acp_bridge.conversation.store import ConversationRecord, MessageState, QueueStore
@@ -100,7 +102,7 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
 def _conversation(
     store: QueueStore, args: argparse.Namespace, argv: list[str]
 ) -> ConversationRecord:
-    cwd = str(Path(args.cwd).resolve() if args.cwd else Path.cwd())
+    cwd = str(Path(args.cwd).resolve() if args.cwd else Path.cwd())  # checked by argparse
     record: ConversationRecord | None
     if args.conversation:
         record = store.get_conversation(args.conversation)
@@ -209,7 +211,7 @@ async def _run_agent(
         allow_fs_read=args.allow_fs,
         allow_fs_write=args.allow_fs,
         allow_terminal=args.allow_terminal,
-        restart=RestartPolicy(max_restarts=max(0, args.max_restarts)),
+        restart=RestartPolicy(max_restarts=args.max_restarts),
         cancel_grace_s=args.grace,
         base_env=dict(os.environ),
         stderr_forward=printer.agent_stderr if args.verbose else None,
@@ -235,6 +237,7 @@ async def _run_agent(
                     interrupts.conversation = conversation
                     code = await _drive(store, conversation, args, interrupts, unsettled)
                 interrupts.conversation = None
+            _report_gave_up(agent, printer)
             await printer.flush()
     except SpawnError as exc:
         _say(f"{exc}. Check the agent command.")
@@ -300,6 +303,19 @@ async def _exit_code(store: QueueStore, conversation_id: str, judged: set[int]) 
         if message.seq in judged and message.state is not MessageState.DONE:
             return EXIT_TURN_FAILED
     return EXIT_OK
+
+
+def _report_gave_up(agent: SupervisedAgent, printer: EventPrinter) -> None:
+    """Print ``agent_gave_up`` if the restart policy gave up and the conversation's stream
+    ended before the event reached it (the supervisor emits it after failing the turn, and the
+    conversation closes as soon as the queue has nobody to run it)."""
+    if "agent_gave_up" in printer.shown:
+        return
+    for event in agent.event_log:
+        if isinstance(event, AgentGaveUp):
+            name, data = lifecycle_json(event)
+            printer.show({"event": name, "ts": round(time.time(), 6), **data})
+            return
 
 
 def _permission(args: argparse.Namespace) -> PermissionPolicy:

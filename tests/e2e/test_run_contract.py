@@ -105,3 +105,69 @@ def test_run_help_documents_the_exit_codes() -> None:
     assert "3 the agent could not be started, initialized or authenticated" in text
     assert "2 usage error" in text
     assert "130 interrupted" in text
+
+
+# -- options (defect 9) -------------------------------------------------------------------------
+
+
+def _usage_error(result: subprocess.CompletedProcess[str], option: str, value: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr  # one line, no traceback, no usage block
+    assert option in lines[0] and value in lines[0], lines[0]
+
+
+def test_bad_option_values_are_one_line_usage_errors(tmp_path: Path) -> None:
+    """Before the fix ``--grace -1`` and ``--turn-timeout -2`` gave tracebacks and
+    ``--max-restarts -3`` was accepted."""
+    store = str(tmp_path / "s.db")
+    for option, value in (
+        ("--grace", "-1"),
+        ("--turn-timeout", "-2"),
+        ("--idle-timeout", "-0.5"),
+        ("--idle-timeout", "nan"),
+        ("--grace", "abc"),
+        ("--max-restarts", "-3"),
+        ("--max-message-bytes", "0"),
+    ):
+        result = run("--store", store, option, value, "-m", "hi", "--", *ECHO)
+        _usage_error(result, option, value)
+    assert not (tmp_path / "s.db").exists()  # refused before anything was opened
+
+
+def test_a_missing_cwd_is_named_as_a_missing_directory(tmp_path: Path) -> None:
+    """Before the fix the agent command was blamed ("Check the agent command"), exit 3."""
+    missing = str(tmp_path / "no-such-dir")
+    result = run("--store", str(tmp_path / "s.db"), "--cwd", missing, "-m", "hi", "--", *ECHO)
+    _usage_error(result, "--cwd", missing)
+    assert "does not exist" in result.stderr
+    assert "agent command" not in result.stderr
+
+
+def test_idle_and_turn_timeouts_of_0_mean_off(tmp_path: Path) -> None:
+    """Before the fix ``--idle-timeout 0`` failed every turn at once ("ran past its deadline").
+    The turn trickles for ~0.3 s, far past a zero deadline."""
+    result = run(
+        "--store", str(tmp_path / "s.db"), "--idle-timeout", "0", "--turn-timeout", "0",
+        "-m", "trickle 3 100", "--", *ECHO,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["trickle-1-0", "trickle-1-1", "trickle-1-2"]
+
+
+def test_agent_gave_up_is_emitted_in_json(tmp_path: Path) -> None:
+    """The restart policy gives up at the first crash (--max-restarts 0); before the fix the
+    --json stream never carried ``agent_gave_up``."""
+    result = run(
+        "--json", "--store", str(tmp_path / "s.db"), "--max-restarts", "0",
+        "-m", "hi", "-m", "never sent", "--", *CRASHY,
+    )  # fmt: skip
+    assert result.returncode == 4, result.stderr
+    seen = events(result.stdout)
+    kinds = [e["event"] for e in seen]
+    assert kinds.count("agent_gave_up") == 1, kinds
+    gave_up = next(e for e in seen if e["event"] == "agent_gave_up")
+    assert "giving up" in gave_up["reason"] and gave_up["history"]
+    assert kinds.index("agent_exited") < kinds.index("agent_gave_up")
+    stamps = [e["ts"] for e in seen]
+    assert stamps == sorted(stamps)
