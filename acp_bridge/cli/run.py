@@ -76,7 +76,7 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         parser.error("run: give the agent command after --, e.g. acp-bridge run -m hi -- my-agent")
     store_path = Path(args.store) if args.store else default_store_path()
     try:
-        store_path.parent.mkdir(parents=True, exist_ok=True)
+        _make_private_dir(store_path.parent)
         store = QueueStore.open(store_path)
     except (OSError, QueueStoreError) as exc:
         _say(f"cannot open the store {store_path}: {exc}")
@@ -97,6 +97,19 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         return EXIT_INTERRUPTED
     finally:
         store.close()
+
+
+def _make_private_dir(directory: Path) -> None:
+    """Create the store's directory mode 0700 (whatever the umask) if it is missing; an
+    existing one keeps its mode. The store holds prompts."""
+    if directory.is_dir():
+        return
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(mode=0o700)
+    except FileExistsError:
+        return  # another process made it first: its mode is its creator's
+    directory.chmod(0o700)
 
 
 def _conversation(

@@ -34,6 +34,10 @@ driving one conversation; that is the caller's job.)
 Time is an argument (``now``, epoch seconds). ``updated_at`` never goes backwards, so a clock step
 back does not reorder :meth:`~QueueStore.latest_conversation`. Events do not touch it.
 
+Privacy. The store holds prompts. A store file that :meth:`QueueStore.open` creates is mode
+0600 whatever the umask (SQLite gives its ``-wal`` and ``-shm`` files the main file's mode); an
+existing file keeps the mode its owner chose.
+
 Errors. Every ``sqlite3.Error`` becomes :class:`QueueStoreError` naming the file and what failed,
 ``from`` the original. A conversation or message that does not exist raises
 :class:`UnknownConversationError` / :class:`UnknownMessageError` (``get_*`` return None instead);
@@ -43,6 +47,7 @@ raises ResourceClosedError.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import uuid
@@ -96,6 +101,24 @@ LogEntry = tuple[str, Any, "int | None"]
 """One event log entry to write: (kind, JSON data, the message seq it belongs to or None)."""
 
 
+PRIVATE_FILE_MODE: Final = 0o600
+
+
+def _create_private(path: str) -> None:
+    """Create ``path`` empty with mode 0600 (the umask can only remove bits, hence the fchmod)
+    before SQLite opens it; leave an existing file as it is."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise QueueStoreError(f"cannot open the queue store {path}: {exc}") from exc
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)
+    finally:
+        os.close(fd)
+
+
 class ConversationChanges(TypedDict, total=False):
     """The fields :meth:`QueueStore.update_conversation` may change; absent ones stay as is."""
 
@@ -125,6 +148,8 @@ class QueueStore:
                 not an acp-bridge store, or was written by a newer acp-bridge.
         """
         name = str(path)
+        if name != ":memory:" and not name.startswith("file:"):
+            _create_private(name)
         return cls(connect(name, busy_timeout_s=BUSY_TIMEOUT_S), name)
 
     @property

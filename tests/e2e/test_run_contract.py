@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -171,3 +172,44 @@ def test_agent_gave_up_is_emitted_in_json(tmp_path: Path) -> None:
     assert kinds.index("agent_exited") < kinds.index("agent_gave_up")
     stamps = [e["ts"] for e in seen]
     assert stamps == sorted(stamps)
+
+
+# -- the store is private (defect 11) ----------------------------------------------------------
+
+
+def test_the_store_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    """Under umask 000 the bridge creates the store's directory 0700 and the database, its WAL
+    and its shared-memory file 0600 (seen while a turn runs, as the WAL is removed at close).
+    Before the fix they were 0777/0666 (0755/0644 under the usual umask 022)."""
+    store = tmp_path / "state" / "acp-bridge" / "store.db"
+    bridge = subprocess.Popen(
+        [
+            "sh", "-c", 'umask 000; exec "$@"', "sh",
+            sys.executable, "-m", "acp_bridge", "run", "--json", "--store", str(store),
+            "-m", "echo working; wait", "--", *ECHO,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=ENV,
+    )  # fmt: skip
+    try:
+        assert bridge.stdout is not None
+        for line in bridge.stdout:
+            if json.loads(line)["event"] == "update":
+                break
+        modes = {
+            p.name: p.stat().st_mode & 0o777
+            for p in (store.parent, store, Path(f"{store}-wal"), Path(f"{store}-shm"))
+        }
+        bridge.send_signal(signal.SIGTERM)
+        assert bridge.wait(timeout=30) == 130
+    finally:
+        bridge.kill()
+        bridge.communicate()
+    assert modes == {
+        "acp-bridge": 0o700,
+        "store.db": 0o600,
+        "store.db-wal": 0o600,
+        "store.db-shm": 0o600,
+    }
