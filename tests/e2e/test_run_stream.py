@@ -1,0 +1,65 @@
+"""``acp-bridge run --json`` loses nothing at the end of a fast stream (issue 8, defect 1).
+
+Agents on the TypeScript SDK write a fast turn in large bursts, the answer included. The
+``burst`` step of the fake agents writes the whole turn (every chunk, then the prompt's answer)
+in one ``os.write``: every ``update`` must reach stdout, in order, then ``turn_ended``, before
+the process exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+}
+ECHO = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "echo_agent.py"), "--quiet"]
+
+
+@pytest.mark.parametrize("count", [1, 5000])
+def test_every_event_of_a_turn_written_in_one_burst_reaches_stdout(
+    tmp_path: Path, count: int
+) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "acp_bridge",
+            "run",
+            "--json",
+            "--store",
+            str(tmp_path / "s.db"),
+            "-m",
+            f"burst {count}",
+            "-m",
+            "echo after",
+            "--",
+            *ECHO,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=ENV,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = [json.loads(line) for line in result.stdout.splitlines()]
+    first = [e for e in seen if e["event"] == "update" and e["seq"] == 1]
+    texts = [e["update"]["content"]["text"] for e in first]
+    assert texts == [f"burst-1-{i} " for i in range(count)]
+    kinds = [e["event"] for e in seen]
+    assert kinds.count("turn_ended") == 2
+    ended = [e for e in seen if e["event"] == "turn_ended"]
+    assert [e["stopReason"] for e in ended] == ["end_turn", "end_turn"]
+    # Causal order: the first turn's updates all come before its turn_ended.
+    assert kinds.index("turn_ended") > max(i for i, e in enumerate(seen) if e in first)
+    stamps = [e["ts"] for e in seen]
+    assert stamps == sorted(stamps)
