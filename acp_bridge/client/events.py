@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -180,6 +181,7 @@ class EventHub:
         self._agent_name = agent_name
         self._subscriber_buffer = subscriber_buffer
         self._subscribers: list[MemoryObjectSendStream[LifecycleEvent]] = []
+        self._listeners: list[Callable[[LifecycleEvent], None]] = []
         self.log: deque[LifecycleEvent] = deque(maxlen=keep)
 
     def subscribe(self) -> MemoryObjectReceiveStream[LifecycleEvent]:
@@ -189,9 +191,26 @@ class EventHub:
         self._subscribers.append(send)
         return receive
 
+    def listen(self, listener: Callable[[LifecycleEvent], None]) -> Callable[[], None]:
+        """Call ``listener(event)`` synchronously inside every :meth:`emit`, so the listener
+        sees each event at the moment it happens, in causal order with the caller's own
+        events. It must not block or raise. Returns the function that stops listening."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
+
     def emit(self, event: LifecycleEvent) -> None:
         self.log.append(event)
         log.info("%s: %s", self._agent_name, event)
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("%s: a lifecycle listener failed", self._agent_name)
         for send in list(self._subscribers):
             try:
                 send.send_nowait(event)

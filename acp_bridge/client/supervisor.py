@@ -206,6 +206,11 @@ class SupervisedAgent:
         """A stream of lifecycle events from now on."""
         return self._events.subscribe()
 
+    def listen(self, listener: Callable[[LifecycleEvent], None]) -> Callable[[], None]:
+        """Hear every lifecycle event synchronously, as it happens (see ``EventHub.listen``);
+        returns the function that stops listening."""
+        return self._events.listen(listener)
+
     def emit(self, event: LifecycleEvent) -> None:
         self._events.emit(event)
 

@@ -30,8 +30,10 @@ not mistake a stop for a crash. :meth:`Conversation.stop_now` shortens that wait
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -41,6 +43,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from acp_bridge.client.events import (
+    AgentExited,
     LifecycleEvent,
     PermissionDecided,
     SessionReplaced,
@@ -83,6 +86,8 @@ _RECORD_MARGIN_S: Final = 1.0
 """On top of the cancel and quarantine windows: the final commit and its event."""
 _CUT_WAIT_S: Final = 1.0
 """How long a cut turn's task gets to leave (it only has its current commit to finish)."""
+_LIFECYCLE_PENDING: Final = 1024
+"""Lifecycle events waiting to be published (they are published at the next event)."""
 _CUT_ERROR: Final = "the turn did not close within the stop window; it was cut"
 
 
@@ -124,10 +129,23 @@ class Conversation:
         self._clock = clock
         self._machine = QueueMachine()
         self._fanout = EventFanout()
+        # Lifecycle events wait here from the moment the agent emits them (stamped then) until
+        # the next publish: every publish first flushes them, under one lock, so events reach
+        # subscribers in causal order with non-decreasing ts. Rare (a restart is a handful),
+        # and bounded all the same: past the bound the oldest is dropped, with a warning.
+        self._lifecycle: deque[tuple[LifecycleEvent, float]] = deque(maxlen=_LIFECYCLE_PENDING)
+        self._publishing = anyio.Lock(fast_acquire=True)
+        self._lifecycle_bell, self._lifecycle_rung = anyio.create_memory_object_stream[None](1)
         self._state = _State()
         # Prompts sent in this process, until their turn starts (later ones read the store).
         self._prompts: dict[int, list[dict[str, Any]]] = {}
         self._turn_started_at: float | None = None
+        self._running_seq: int | None = None
+        self._last_ts = 0.0  # published ts never go backwards (the --json contract)
+        # After the agent's exit is published while a turn runs, the lifecycle events that
+        # follow (restarting, restored...) wait for that turn's final event: it failed at the
+        # exit, so it comes first, whichever task gets to publish first.
+        self._lifecycle_held_for: int | None = None
         self._pending_log: list[LogEntry] = []
         self._acting = anyio.Lock()
         self._turns = _Turns()
@@ -332,6 +350,7 @@ class Conversation:
             )
             await self.emit("turn_started", started_event)
         self._turn_started_at = time.monotonic()
+        self._running_seq = seq
         try:
             outcome = await self._driver.run(blocks, lambda event: self._on_turn_event(seq, event))
         except BridgeError as exc:  # no turn started: the agent is gone, or was closed
@@ -393,6 +412,12 @@ class Conversation:
         )
         if changed:
             await self.emit(name, data)
+        if final.seq == self._running_seq:
+            self._running_seq = None
+        if final.seq == self._lifecycle_held_for:
+            self._lifecycle_held_for = None
+            with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError):
+                self._lifecycle_bell.send_nowait(None)  # publish what waited behind it
 
     def structured_error(self, error: dict[str, Any], recoverable: bool | None) -> dict[str, Any]:
         """A structured error for callers: what happened, to which agent and session, and
@@ -442,25 +467,61 @@ class Conversation:
         if pending:
             await self._db(self._store.add_events, self.id, pending, now=self._clock())
 
-    async def on_lifecycle(self, event: LifecycleEvent) -> None:
-        name, data = lifecycle_json(event)
-        if isinstance(event, SessionReplaced):
-            await self._db(
-                self._store.update_conversation, self.id, session_id=event.new, now=self._clock()
-            )
-        await self.emit(name, data, keep=True)
+    def note_lifecycle(self, event: LifecycleEvent) -> None:
+        """The agent's lifecycle listener (synchronous, called as the event happens)."""
+        if len(self._lifecycle) == self._lifecycle.maxlen:
+            log.warning("%s: lifecycle events are not being published; dropping one", self.id)
+        self._lifecycle.append((event, round(self._clock(), 6)))
+        with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError):
+            self._lifecycle_bell.send_nowait(None)
+
+    async def forward_lifecycle(self) -> None:
+        """Publish lifecycle events that no other event carried out (run as a task)."""
+        with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
+            async for _ in self._lifecycle_rung:
+                await self.flush_lifecycle()
+
+    async def flush_lifecycle(self, *, final: bool = False) -> None:
+        """Publish the lifecycle events waiting (``final``: all of them, held or not)."""
+        async with self._publishing:
+            if final:
+                self._lifecycle_held_for = None
+            await self._publish_lifecycle()
+
+    async def _publish_lifecycle(self) -> None:
+        while self._lifecycle:
+            event, occurred = self._lifecycle[0]
+            if self._lifecycle_held_for is not None and not isinstance(event, AgentExited):
+                return  # until the turn cut by the exit has published its end
+            self._lifecycle.popleft()
+            ts = self._last_ts = max(occurred, self._last_ts)  # held ones: stamped when shown
+            if isinstance(event, AgentExited) and self._running_seq is not None:
+                self._lifecycle_held_for = self._running_seq
+            name, data = lifecycle_json(event)
+            if isinstance(event, SessionReplaced):
+                await self._db(
+                    self._store.update_conversation, self.id, session_id=event.new, now=ts
+                )
+            await self._db(self._store.add_event, self.id, name, data, seq=None, now=ts)
+            await self._fanout.publish({"event": name, "ts": ts, **data})
 
     async def emit(
         self, name: str, data: dict[str, Any], *, seq: int | None = None, keep: bool = False
     ) -> None:
         """Publish an event (``keep``: also commit it to the event log first; for rare events
-        only, each is one fsynced commit)."""
-        event: ConversationEvent = {"event": name, "ts": round(self._clock(), 6), **data}
-        if keep:
-            await self._db(self._store.add_event, self.id, name, data, seq=seq, now=self._clock())
-        await self._fanout.publish(event)
+        only, each is one fsynced commit). Lifecycle events that happened before it go first."""
+        async with self._publishing:
+            if self._lifecycle:
+                await self._publish_lifecycle()
+            now = self._last_ts = max(round(self._clock(), 6), self._last_ts)
+            event: ConversationEvent = {"event": name, "ts": now, **data}
+            if keep:
+                await self._db(self._store.add_event, self.id, name, data, seq=seq, now=now)
+            await self._fanout.publish(event)
 
     def close_subscribers(self) -> None:
+        self._lifecycle_bell.close()
+        self._lifecycle_rung.close()
         self._fanout.close()
 
     async def _db(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:

@@ -13,7 +13,6 @@ cancelled.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -23,9 +22,8 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream
 
-from acp_bridge.client.events import AgentStarted, LifecycleEvent
+from acp_bridge.client.events import AgentStarted
 from acp_bridge.client.session import Session
 from acp_bridge.client.supervisor import SupervisedAgent
 from acp_bridge.conversation.conversation import Conversation
@@ -37,6 +35,9 @@ from acp_bridge.session.driver import TurnPolicy
 __all__ = ["open_conversation"]
 
 log = logging.getLogger(__name__)
+
+_LAST_EVENTS_S = 2.0
+"""Closing publishes the lifecycle events still waiting (the store commits each) within this."""
 
 
 @asynccontextmanager
@@ -76,15 +77,20 @@ async def _conversation_scope(
     async with anyio.create_task_group() as tg:
         session, how, replaced_from = await _open_session(agent, record, session_id)
         conversation = Conversation(store, record, agent, session, policy or TurnPolicy(), tg)
-        lifecycle = agent.subscribe()
+        # Synchronous: each lifecycle event is stamped and queued as it happens, so it reaches
+        # subscribers in causal order with the turn's events (a subscriber task would see it
+        # only after events that were emitted later).
+        stop_listening = agent.listen(conversation.note_lifecycle)
         try:
-            await _start(conversation, store, record, session, how, replaced_from, tg, lifecycle)
+            await _start(conversation, store, record, session, how, replaced_from, tg)
             yield conversation
         finally:
             with anyio.CancelScope(shield=True):  # every wait inside is bounded
                 await conversation.shutdown()
+                stop_listening()
+                with anyio.move_on_after(_LAST_EVENTS_S):
+                    await conversation.flush_lifecycle(final=True)  # e.g. agent_gave_up
                 conversation.close_subscribers()
-                lifecycle.close()
             tg.cancel_scope.cancel()
 
 
@@ -96,22 +102,16 @@ async def _start(
     how: str,
     replaced_from: str | None,
     tg: TaskGroup,
-    lifecycle: MemoryObjectReceiveStream[LifecycleEvent],
 ) -> None:
     await _apply_choices(session, record)
     await anyio.to_thread.run_sync(
         lambda: store.update_conversation(record.id, session_id=session.id, now=time.time())
     )
 
-    async def forward_lifecycle() -> None:
-        with contextlib.suppress(anyio.ClosedResourceError):
-            async for event in lifecycle:
-                await conversation.on_lifecycle(event)
-
-    tg.start_soon(forward_lifecycle)
+    tg.start_soon(conversation.forward_lifecycle)
     for event in conversation.agent.event_log:
         if isinstance(event, AgentStarted):
-            await conversation.on_lifecycle(event)
+            conversation.note_lifecycle(event)  # before we listened: the start of this agent
     data: dict[str, Any] = {"sessionId": session.id, "how": how}
     if replaced_from is not None:
         data["replaced"] = replaced_from

@@ -63,3 +63,46 @@ def test_every_event_of_a_turn_written_in_one_burst_reaches_stdout(
     assert kinds.index("turn_ended") > max(i for i, e in enumerate(seen) if e in first)
     stamps = [e["ts"] for e in seen]
     assert stamps == sorted(stamps)
+
+
+def test_events_across_a_crash_and_restore_are_in_causal_order(tmp_path: Path) -> None:
+    """Issue 8, defect 10: ``session_restored`` used to print after the next message's
+    ``turn_started``, and ``turn_failed`` after ``agent_restarted``; ``ts`` went backwards."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "acp_bridge",
+            "run",
+            "--json",
+            "--store",
+            str(tmp_path / "s.db"),
+            "-m",
+            "echo one; crash KILL",
+            "-m",
+            "echo two",
+            "--",
+            *ECHO,
+            "--history",
+            str(tmp_path / "history.json"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=ENV,
+        timeout=120,
+    )
+    seen = [json.loads(line) for line in result.stdout.splitlines()]
+    kinds = [e["event"] for e in seen]
+    stamps = [e["ts"] for e in seen]
+    assert stamps == sorted(stamps), kinds
+    order = [
+        kinds.index("agent_exited"),
+        kinds.index("turn_failed"),
+        kinds.index("agent_restarted"),
+        kinds.index("session_restored"),
+        max(i for i, e in enumerate(seen) if e["event"] == "turn_started"),
+    ]
+    assert order == sorted(order), kinds
+    second = next(e for e in seen if e["event"] == "turn_started" and e["seq"] == 2)
+    assert seen.index(second) > kinds.index("session_restored")
