@@ -9,25 +9,20 @@ the process exits 0.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-}
+from tests.e2e.test_run import ENV, ROOT
+
 ECHO = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "echo_agent.py"), "--quiet"]
 
 
-@pytest.mark.parametrize("count", [1, 5000])
-def test_every_event_of_a_turn_written_in_one_burst_reaches_stdout(
-    tmp_path: Path, count: int
-) -> None:
+def run_json(tmp_path: Path, *args: str) -> tuple[int, list[dict[str, Any]], str]:
+    """``acp-bridge run --json`` with a fresh store: exit code, events, stderr."""
     result = subprocess.run(
         [
             sys.executable,
@@ -37,12 +32,7 @@ def test_every_event_of_a_turn_written_in_one_burst_reaches_stdout(
             "--json",
             "--store",
             str(tmp_path / "s.db"),
-            "-m",
-            f"burst {count}",
-            "-m",
-            "echo after",
-            "--",
-            *ECHO,
+            *args,
         ],
         capture_output=True,
         text=True,
@@ -50,8 +40,16 @@ def test_every_event_of_a_turn_written_in_one_burst_reaches_stdout(
         env=ENV,
         timeout=120,
     )
-    assert result.returncode == 0, result.stderr
-    seen = [json.loads(line) for line in result.stdout.splitlines()]
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    return result.returncode, events, result.stderr
+
+
+@pytest.mark.parametrize("count", [1, 5000])
+def test_every_event_of_a_turn_written_in_one_burst_reaches_stdout(
+    tmp_path: Path, count: int
+) -> None:
+    code, seen, stderr = run_json(tmp_path, "-m", f"burst {count}", "-m", "echo after", "--", *ECHO)
+    assert code == 0, stderr
     first = [e for e in seen if e["event"] == "update" and e["seq"] == 1]
     texts = [e["update"]["content"]["text"] for e in first]
     assert texts == [f"burst-1-{i} " for i in range(count)]
@@ -68,31 +66,17 @@ def test_every_event_of_a_turn_written_in_one_burst_reaches_stdout(
 def test_events_across_a_crash_and_restore_are_in_causal_order(tmp_path: Path) -> None:
     """Issue 8, defect 10: ``session_restored`` used to print after the next message's
     ``turn_started``, and ``turn_failed`` after ``agent_restarted``; ``ts`` went backwards."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "acp_bridge",
-            "run",
-            "--json",
-            "--store",
-            str(tmp_path / "s.db"),
-            "-m",
-            "echo one; crash KILL",
-            "-m",
-            "echo two",
-            "--",
-            *ECHO,
-            "--history",
-            str(tmp_path / "history.json"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=ENV,
-        timeout=120,
+    _code, seen, _stderr = run_json(
+        tmp_path,
+        "-m",
+        "echo one; crash KILL",
+        "-m",
+        "echo two",
+        "--",
+        *ECHO,
+        "--history",
+        str(tmp_path / "history.json"),
     )
-    seen = [json.loads(line) for line in result.stdout.splitlines()]
     kinds = [e["event"] for e in seen]
     stamps = [e["ts"] for e in seen]
     assert stamps == sorted(stamps), kinds
