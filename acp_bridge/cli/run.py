@@ -36,6 +36,7 @@ from acp_bridge.cli.exit_codes import (
     EXIT_USAGE,
 )
 from acp_bridge.cli.lines import LineSplitter
+from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.cli.render import EventPrinter
 from acp_bridge.client.events import AgentGaveUp
 from acp_bridge.client.options import ClientOptions
@@ -92,6 +93,19 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         store.close()
         _say(str(exc))
         return EXIT_USAGE
+    owner = ConversationOwner(store_path, record.id)
+    try:
+        owner.acquire()  # before anything reads or recovers its messages
+    except ConversationBusyError as exc:
+        store.close()
+        _say(str(exc))
+        return EXIT_USAGE
+    except (OSError, ValueError) as exc:
+        store.close()
+        _say(f"cannot lock conversation {record.id} ({owner.path}): {exc}")
+        return EXIT_USAGE
+    if args.verbose:
+        _say(f"conversation {record.id} (cwd {record.cwd})")
     spec = AgentSpec(list(argv or record.agent.get("argv", [])), cwd=Path(record.cwd))
     # This run answers for the messages it finds unsettled (left queued, or left running by a
     # bridge that died: recovered as failed) and for the ones it sends.
@@ -102,6 +116,7 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         return EXIT_INTERRUPTED
     finally:
         store.close()
+        owner.release()
 
 
 def _make_private_dir(directory: Path) -> None:

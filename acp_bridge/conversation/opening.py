@@ -112,7 +112,7 @@ async def _start(
     for event in conversation.agent.event_log:
         if isinstance(event, AgentStarted):
             conversation.note_lifecycle(event)  # before we listened: the start of this agent
-    data: dict[str, Any] = {"sessionId": session.id, "how": how}
+    data: dict[str, Any] = {"sessionId": session.id, "how": how, "conversation": record.id}
     if replaced_from is not None:
         data["replaced"] = replaced_from
     await conversation.emit("session", data, keep=True)
