@@ -142,9 +142,9 @@ def _conversation(
         if record is None:
             raise ValueError(f"no stored conversation {args.conversation!r} in {store.path}")
     elif args.resume:
-        record = store.latest_conversation()
+        record = store.latest_resumable(cwd, argv or None)
         if record is None:
-            raise ValueError(f"no stored conversation to resume in {store.path}")
+            raise ValueError(_nothing_to_resume(store, cwd, argv))
     else:
         return store.create_conversation(
             agent={"argv": argv}, cwd=cwd, mcp_servers=[], config={}, now=_now()
@@ -156,6 +156,21 @@ def _conversation(
         history=store.events(record.id),
     )
     return record
+
+
+def _nothing_to_resume(store: QueueStore, cwd: str, argv: list[str]) -> str:
+    agent = f" and the agent {' '.join(argv)}" if argv else ""
+    text = (
+        f"no stored conversation to resume for {cwd}{agent} in {store.path} (only "
+        "conversations whose agent started a session can be resumed)"
+    )
+    elsewhere = store.latest_resumable(None, argv or None)
+    if elsewhere is not None:
+        text += (
+            f"; the latest for this agent, {elsewhere.id}, was started in {elsewhere.cwd} "
+            f"(continue it there, or with --conversation {elsewhere.id} --cwd {elsewhere.cwd})"
+        )
+    return text
 
 
 @dataclass
@@ -262,14 +277,20 @@ async def _run_agent(
             interrupts.agent = agent
             # The printer outlives the conversation: it prints every event, the final state of
             # a stopped turn included, and ends when the conversation closes its stream.
-            async with anyio.create_task_group() as printing:
-                async with open_conversation(
-                    store, agent, record, policy=policy, session_id=args.session_id
-                ) as conversation:
-                    printing.start_soon(printer.run, conversation.subscribe(replay=True))
-                    interrupts.conversation = conversation
-                    code = await _drive(store, conversation, args, interrupts, unsettled)
-                interrupts.conversation = None
+            try:
+                async with anyio.create_task_group() as printing:
+                    async with open_conversation(
+                        store, agent, record, policy=policy, session_id=args.session_id
+                    ) as conversation:
+                        printing.start_soon(printer.run, conversation.subscribe(replay=True))
+                        interrupts.conversation = conversation
+                        code = await _drive(store, conversation, args, interrupts, unsettled)
+                    interrupts.conversation = None
+            except BaseExceptionGroup as group:
+                # e.g. the session asked for could not be restored: the error alone, unwrapped
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from None
+                raise
             _report_gave_up(agent, printer)
             await printer.flush()
     except SpawnError as exc:

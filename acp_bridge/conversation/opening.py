@@ -29,7 +29,7 @@ from acp_bridge.client.supervisor import SupervisedAgent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
 from acp_bridge.conversation.store import ConversationRecord, QueueStore, StoredMessage
-from acp_bridge.errors import BridgeError
+from acp_bridge.errors import BridgeError, SessionRestoreError
 from acp_bridge.session.driver import TurnPolicy
 
 __all__ = ["open_conversation"]
@@ -141,13 +141,22 @@ async def _open_session(
     args = (cwd, list(record.mcp_servers), [Path(d) for d in record.additional_directories])
     if wanted:
         capabilities = (await agent.wait_ready()).capabilities
+        refusal = "it can neither load nor resume sessions"
         try:
             if capabilities.supports_load():
                 return await agent.load_session(wanted, *args), "load", None
             if capabilities.supports_resume():
                 return await agent.resume_session(wanted, *args), "resume", None
         except BridgeError as exc:
+            refusal = str(exc)
             log.warning("%s: could not restore session %s: %s", agent.name, wanted, exc)
+        if session_id:
+            # The user asked for this session by name: a new one in its place would be a
+            # different conversation than the one asked for. (The stored conversation's own
+            # session is replaced instead, and session_replaced says so.)
+            raise SessionRestoreError(
+                f"{agent.name} could not restore session {session_id}: {refusal}"
+            )
         return await agent.new_session(*args), "new", wanted
     return await agent.new_session(*args), "new", None
 

@@ -221,6 +221,24 @@ class QueueStore:
         conversations = self._list_conversations(limit=1)
         return conversations[0] if conversations else None
 
+    def latest_resumable(
+        self, cwd: str | None, argv: Sequence[str] | None = None
+    ) -> ConversationRecord | None:
+        """The most recently updated conversation in ``cwd`` (any directory when None) whose
+        agent command is ``argv`` (any agent when None) and whose agent started a session (one
+        that never got that far has nothing to continue)."""
+        with self._transaction("find a conversation to resume", write=False) as db:
+            rows = db.execute(
+                "SELECT * FROM conversations WHERE (? IS NULL OR cwd = ?)"
+                " AND session_id IS NOT NULL ORDER BY updated_at DESC, rowid DESC",
+                (cwd, cwd),
+            )
+            for row in rows:
+                record = self._decode(conversation_from_row, row)
+                if argv is None or list(record.agent.get("argv") or []) == list(argv):
+                    return record
+            return None
+
     def list_conversations(self) -> list[ConversationRecord]:
         """Every conversation, most recently updated first."""
         return self._list_conversations(limit=-1)
