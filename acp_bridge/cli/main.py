@@ -111,6 +111,12 @@ def add_run_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         "message never prompted)",
     )
     run.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume or --conversation: send the conversation's failed recoverable "
+        "messages again, in order, before the new ones",
+    )
+    run.add_argument(
         "--grace",
         type=seconds,
         default=5.0,

@@ -79,6 +79,8 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         argv = argv[1:]
     if not argv and not (args.resume or args.conversation):
         parser.error("run: give the agent command after --, e.g. acp-bridge run -m hi -- my-agent")
+    if args.retry_failed and not (args.resume or args.conversation):
+        parser.error("run: --retry-failed needs --resume or --conversation ID")
     check_messages(parser, args.message, args.max_message_bytes)
     store_path = Path(args.store) if args.store else default_store_path()
     try:
@@ -324,6 +326,8 @@ async def _drive(
             tg.cancel_scope.cancel()
 
         tg.start_soon(on_stop)
+        if args.retry_failed:
+            await _retry_failed(store, conversation, judged)
         if args.message:
             for text in args.message:
                 judged.add(await conversation.send(text))
@@ -338,6 +342,18 @@ async def _drive(
     if reason == "agent_gone" or refused:
         return EXIT_TURN_FAILED
     return await _exit_code(store, conversation.id, judged)
+
+
+async def _retry_failed(store: QueueStore, conversation: Conversation, judged: set[int]) -> None:
+    """Send the failed recoverable messages again, explicitly, oldest first (e.g. the ones a
+    crash of the bridge failed without prompting). Messages the conversation left queued were
+    queued first and go first."""
+    stored = await anyio.to_thread.run_sync(lambda: store.messages(conversation.id))
+    for message in sorted(stored, key=lambda m: m.seq):
+        if message.state is MessageState.FAILED and message.recoverable:
+            _say(f"retrying message {message.seq}")
+            await conversation.retry(message.seq)
+            judged.add(message.seq)
 
 
 async def _read_stdin(conversation: Conversation, judged: set[int], max_bytes: int) -> int:

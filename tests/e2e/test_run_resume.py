@@ -119,3 +119,39 @@ def test_a_known_session_id_is_restored(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     (session,) = events(again.stdout, "session")
     assert (session["sessionId"], session["how"]) == (session_id, "load")
+
+
+# -- --retry-failed (defect 13) -----------------------------------------------------------------
+
+
+def test_retry_failed_sends_the_failed_message_again_and_it_ends_done(tmp_path: Path) -> None:
+    """A message failed by an agent crash (recoverable) is sent again by --resume
+    --retry-failed, under its own seq, and ends done: exit 0. Before the fix the option did not
+    exist (exit 2) and nothing could send the message again."""
+    store = str(tmp_path / "s.db")
+    agent = [
+        *ECHO,
+        "--history", str(tmp_path / "history.json"),
+        "--crash-once-file", str(tmp_path / "crashed"),
+    ]  # fmt: skip
+    first = run("--store", store, "--json", "-m", "echo one; crash KILL", "--", *agent)
+    assert first.returncode == 4, first.stderr
+    (failed,) = events(first.stdout, "turn_failed")
+    assert failed["recoverable"] is True
+    conversation = events(first.stdout, "session")[0]["conversation"]
+
+    again = run(
+        "--store", store, "--json", "--resume", "--retry-failed", "-m", "echo two", "--", *agent
+    )
+    assert again.returncode == 0, again.stderr
+    assert events(again.stdout, "session")[0]["conversation"] == conversation
+    started = [(e["seq"], e["text"]) for e in events(again.stdout, "turn_started")]
+    assert started == [(failed["seq"], "echo one; crash KILL"), (failed["seq"] + 1, "echo two")]
+    ended = [(e["seq"], e["state"]) for e in events(again.stdout, "turn_ended")]
+    assert ended == [(failed["seq"], "done"), (failed["seq"] + 1, "done")]
+
+
+def test_retry_failed_needs_a_conversation_to_continue(tmp_path: Path) -> None:
+    result = run("--store", str(tmp_path / "s.db"), "--retry-failed", "-m", "hi", "--", *ECHO)
+    assert result.returncode == 2
+    assert "--retry-failed needs --resume" in result.stderr
