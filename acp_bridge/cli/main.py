@@ -95,7 +95,10 @@ def add_run_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         help="the session's working directory, which must exist (default: .)",
     )
     run.add_argument(
-        "--session-id", metavar="ID", help="restore this agent session (session/load or resume)"
+        "--session-id",
+        metavar="ID",
+        help="restore this agent session (session/load or resume); one the agent can't "
+        "restore is an error (exit 3)",
     )
     run.add_argument(
         "--store",
@@ -103,12 +106,18 @@ def add_run_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         help="the SQLite store of conversations (default: $XDG_STATE_HOME/acp-bridge/store.db)",
     )
     which = run.add_mutually_exclusive_group()
-    which.add_argument("--conversation", metavar="ID", help="continue the stored conversation ID")
+    which.add_argument(
+        "--conversation",
+        metavar="ID",
+        help="continue the stored conversation ID (one owner process at a time: exit 2 while "
+        "another process runs it)",
+    )
     which.add_argument(
         "--resume",
         action="store_true",
-        help="continue the most recent stored conversation (its queue goes on with the next "
-        "message never prompted)",
+        help="continue the most recent stored conversation of this cwd and agent command whose "
+        "agent started (its queue goes on with the next message never prompted); one owner "
+        "process at a time",
     )
     run.add_argument(
         "--retry-failed",
