@@ -35,9 +35,9 @@ from acp_bridge.cli.exit_codes import (
     EXIT_TURN_FAILED,
     EXIT_USAGE,
 )
-from acp_bridge.cli.lines import LineSplitter
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.cli.render import EventPrinter
+from acp_bridge.cli.stdin_messages import check_messages, read_stdin
 from acp_bridge.client.events import AgentGaveUp
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
@@ -56,14 +56,11 @@ from acp_bridge.errors import (
 )
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.rpc.fdstream import FdReceiveStream
 from acp_bridge.session.driver import TurnPolicy
 from acp_bridge.session.turn import TurnTimings
 
 __all__ = ["run_command"]
 
-STDIN_READ_BYTES: Final = 65536
-"""One read of stdin: the line splitter buffers at most --max-message-bytes plus this."""
 STOP_NOW_DEADLINE_S: Final = 1.0
 """After a second signal, everything not shielded is cancelled at this deadline at the latest."""
 
@@ -332,7 +329,7 @@ async def _drive(
             for text in args.message:
                 judged.add(await conversation.send(text))
         elif not (args.resume or args.conversation) or not sys.stdin.isatty():
-            refused = await _read_stdin(conversation, judged, args.max_message_bytes)
+            refused = await read_stdin(conversation.send, judged, args.max_message_bytes)
         reason = await conversation.wait_idle()
         tg.cancel_scope.cancel()
     if interrupts.stopped.is_set():
@@ -354,71 +351,6 @@ async def _retry_failed(store: QueueStore, conversation: Conversation, judged: s
             _say(f"retrying message {message.seq}")
             await conversation.retry(message.seq)
             judged.add(message.seq)
-
-
-async def _read_stdin(conversation: Conversation, judged: set[int], max_bytes: int) -> int:
-    """Send each non-blank stdin line as a message; returns how many lines were refused.
-
-    stdin is read as bytes, without a thread (a signal's stop cancels the read at once, even
-    with stdin open and idle). A message is UTF-8 text of at most ``max_bytes`` bytes: a line
-    that is not valid UTF-8, or longer, is refused with one line on stderr naming its number,
-    is not stored, and the next lines go on. At most ``max_bytes`` plus one read is buffered.
-    """
-    splitter = LineSplitter(max_bytes)
-    refused = 0
-    try:
-        stream = FdReceiveStream(0)
-    except OSError:  # no stdin at all: no messages
-        return 0
-    try:
-        while True:
-            try:
-                chunk = await stream.receive(STDIN_READ_BYTES)
-            except (anyio.EndOfStream, anyio.BrokenResourceError):
-                chunk = b""
-            for number, line in splitter.feed(chunk) if chunk else splitter.end():
-                text = _stdin_message(number, line, max_bytes)
-                if text is None:
-                    refused += 1
-                elif text.strip():
-                    judged.add(await conversation.send(text))
-            if not chunk:
-                return refused
-    finally:
-        with anyio.CancelScope(shield=True):
-            await stream.aclose()  # gives stdin its blocking mode back
-
-
-def _stdin_message(number: int, line: bytes | None, max_bytes: int) -> str | None:
-    if line is None:
-        _say(f"stdin line {number} refused: longer than --max-message-bytes ({max_bytes} bytes)")
-        return None
-    try:
-        return line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        _say(
-            f"stdin line {number} refused: not valid UTF-8 (byte 0x{line[exc.start]:02x} at "
-            f"offset {exc.start}); messages are UTF-8 text"
-        )
-        return None
-
-
-def check_messages(parser: argparse.ArgumentParser, messages: list[str], max_bytes: int) -> None:
-    """-m values are UTF-8 text of at most ``max_bytes``: else a usage error (exit 2).
-    (Bytes that are not UTF-8 reach us from argv as lone surrogates.)"""
-    for index, text in enumerate(messages, 1):
-        try:
-            size = len(text.encode("utf-8"))
-        except UnicodeEncodeError as exc:
-            parser.error(
-                f"argument -m/--message: message {index} is not valid UTF-8 (at character "
-                f"{exc.start}); messages are UTF-8 text"
-            )
-        if size > max_bytes:
-            parser.error(
-                f"argument -m/--message: message {index} is {size} bytes, longer than "
-                f"--max-message-bytes ({max_bytes})"
-            )
 
 
 async def _exit_code(store: QueueStore, conversation_id: str, judged: set[int]) -> int:
