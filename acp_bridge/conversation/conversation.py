@@ -30,10 +30,8 @@ not mistake a stop for a crash. :meth:`Conversation.stop_now` shortens that wait
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -43,17 +41,16 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from acp_bridge.client.events import (
-    AgentExited,
     LifecycleEvent,
     PermissionDecided,
-    SessionReplaced,
     ToolCallClosed,
     TurnEvent,
     UpdateReceived,
 )
 from acp_bridge.client.session import Session, to_blocks
 from acp_bridge.client.supervisor import SupervisedAgent
-from acp_bridge.conversation.fanout import ConversationEvent, EventFanout, lifecycle_json
+from acp_bridge.conversation.fanout import ConversationEvent, EventFanout
+from acp_bridge.conversation.publishing import EventPublisher
 from acp_bridge.conversation.queue import QueueMachine
 from acp_bridge.conversation.queue_model import (
     Action,
@@ -86,8 +83,6 @@ _RECORD_MARGIN_S: Final = 1.0
 """On top of the cancel and quarantine windows: the final commit and its event."""
 _CUT_WAIT_S: Final = 1.0
 """How long a cut turn's task gets to leave (it only has its current commit to finish)."""
-_LIFECYCLE_PENDING: Final = 1024
-"""Lifecycle events waiting to be published (they are published at the next event)."""
 _CUT_ERROR: Final = "the turn did not close within the stop window; it was cut"
 
 
@@ -129,23 +124,17 @@ class Conversation:
         self._clock = clock
         self._machine = QueueMachine()
         self._fanout = EventFanout()
-        # Lifecycle events wait here from the moment the agent emits them (stamped then) until
-        # the next publish: every publish first flushes them, under one lock, so events reach
-        # subscribers in causal order with non-decreasing ts. Rare (a restart is a handful),
-        # and bounded all the same: past the bound the oldest is dropped, with a warning.
-        self._lifecycle: deque[tuple[LifecycleEvent, float]] = deque(maxlen=_LIFECYCLE_PENDING)
-        self._publishing = anyio.Lock(fast_acquire=True)
-        self._lifecycle_bell, self._lifecycle_rung = anyio.create_memory_object_stream[None](1)
+        self._events = EventPublisher(
+            self._fanout,
+            clock=clock,
+            log_event=self._log_event,
+            session_moved=self._session_moved,
+            name=record.id,
+        )
         self._state = _State()
         # Prompts sent in this process, until their turn starts (later ones read the store).
         self._prompts: dict[int, list[dict[str, Any]]] = {}
         self._turn_started_at: float | None = None
-        self._running_seq: int | None = None
-        self._last_ts = 0.0  # published ts never go backwards (the --json contract)
-        # After the agent's exit is published while a turn runs, the lifecycle events that
-        # follow (restarting, restored...) wait for that turn's final event: it failed at the
-        # exit, so it comes first, whichever task gets to publish first.
-        self._lifecycle_held_for: int | None = None
         self._pending_log: list[LogEntry] = []
         self._acting = anyio.Lock()
         self._turns = _Turns()
@@ -350,7 +339,7 @@ class Conversation:
             )
             await self.emit("turn_started", started_event)
         self._turn_started_at = time.monotonic()
-        self._running_seq = seq
+        self._events.turn_started(seq)
         try:
             outcome = await self._driver.run(blocks, lambda event: self._on_turn_event(seq, event))
         except BridgeError as exc:  # no turn started: the agent is gone, or was closed
@@ -412,12 +401,7 @@ class Conversation:
         )
         if changed:
             await self.emit(name, data)
-        if final.seq == self._running_seq:
-            self._running_seq = None
-        if final.seq == self._lifecycle_held_for:
-            self._lifecycle_held_for = None
-            with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError):
-                self._lifecycle_bell.send_nowait(None)  # publish what waited behind it
+        self._events.turn_final(final.seq)
 
     def structured_error(self, error: dict[str, Any], recoverable: bool | None) -> dict[str, Any]:
         """A structured error for callers: what happened, to which agent and session, and
@@ -467,64 +451,34 @@ class Conversation:
         if pending:
             await self._db(self._store.add_events, self.id, pending, now=self._clock())
 
+    # -- events (published in causal order: see :mod:`.publishing`) -------------------------
+
     def note_lifecycle(self, event: LifecycleEvent) -> None:
-        """The agent's lifecycle listener (synchronous, called as the event happens)."""
-        if len(self._lifecycle) == self._lifecycle.maxlen:
-            log.warning("%s: lifecycle events are not being published; dropping one", self.id)
-        self._lifecycle.append((event, round(self._clock(), 6)))
-        with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError):
-            self._lifecycle_bell.send_nowait(None)
+        self._events.note_lifecycle(event)
 
     async def forward_lifecycle(self) -> None:
-        """Publish lifecycle events that no other event carried out (run as a task)."""
-        with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
-            async for _ in self._lifecycle_rung:
-                await self.flush_lifecycle()
+        await self._events.forward_lifecycle()
 
     async def flush_lifecycle(self, *, final: bool = False) -> None:
-        """Publish the lifecycle events waiting (``final``: all of them, held or not)."""
-        async with self._publishing:
-            if final:
-                self._lifecycle_held_for = None
-            await self._publish_lifecycle()
-
-    async def _publish_lifecycle(self) -> None:
-        while self._lifecycle:
-            event, occurred = self._lifecycle[0]
-            if self._lifecycle_held_for is not None and not isinstance(event, AgentExited):
-                return  # until the turn cut by the exit has published its end
-            self._lifecycle.popleft()
-            ts = self._last_ts = max(occurred, self._last_ts)  # held ones: stamped when shown
-            if isinstance(event, AgentExited) and self._running_seq is not None:
-                self._lifecycle_held_for = self._running_seq
-            name, data = lifecycle_json(event)
-            if isinstance(event, SessionReplaced):
-                await self._db(
-                    self._store.update_conversation, self.id, session_id=event.new, now=ts
-                )
-            await self._db(self._store.add_event, self.id, name, data, seq=None, now=ts)
-            await self._fanout.publish({"event": name, "ts": ts, **data})
+        await self._events.flush_lifecycle(final=final)
 
     async def emit(
         self, name: str, data: dict[str, Any], *, seq: int | None = None, keep: bool = False
     ) -> None:
-        """Publish an event (``keep``: also commit it to the event log first; for rare events
-        only, each is one fsynced commit). Lifecycle events that happened before it go first."""
-        async with self._publishing:
-            if self._lifecycle:
-                await self._publish_lifecycle()
-            now = self._last_ts = max(round(self._clock(), 6), self._last_ts)
-            event: ConversationEvent = {"event": name, "ts": now, **data}
-            if keep:
-                await self._db(self._store.add_event, self.id, name, data, seq=seq, now=now)
-            await self._fanout.publish(event)
+        """Publish an event (``keep``: also commit it to the event log first)."""
+        await self._events.emit(name, data, seq=seq, keep=keep)
 
     def close_subscribers(self) -> None:
-        self._lifecycle_bell.close()
-        self._lifecycle_rung.close()
-        self._fanout.close()
+        self._events.close()
+
+    async def _log_event(
+        self, name: str, data: dict[str, Any], seq: int | None, now: float
+    ) -> None:
+        await self._db(self._store.add_event, self.id, name, data, seq=seq, now=now)
+
+    async def _session_moved(self, new_session_id: str, now: float) -> None:
+        await self._db(self._store.update_conversation, self.id, session_id=new_session_id, now=now)
 
     async def _db(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         # SQLite commits fsync: keep them off the event loop.
         return await anyio.to_thread.run_sync(lambda: method(*args, **kwargs))
-
