@@ -297,7 +297,9 @@ async def test_a_stubborn_agent_flooding_updates_is_still_closed_at_the_grace_wi
 
         async def slow_consumer(event: Any) -> None:
             driver.request_cancel("test")
-            await anyio.sleep(0.002)  # slower than the agent: the buffer stays full
+            # The behaviour under test: a consumer slower than the agent, so the buffer never
+            # runs empty and the driver's wait never blocks.
+            await anyio.sleep(0.002)
 
         with anyio.fail_after(30):
             outcome = await driver.run("on-cancel ignore; flood 200000", slow_consumer)

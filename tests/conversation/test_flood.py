@@ -3,8 +3,9 @@ primary subscriber loses nothing (backpressure, not buffering).
 
 Before the fix every subscriber queue was unbounded (``math.inf``): a reader that fell behind
 let the whole flood pile up in memory (1,000,000 updates took the bridge to 1.1 GB). Here the
-reader stops until the flood has filled its queue (or, on the old code, until half of the flood
-is queued) and then reads; the test process's RSS must stay within :data:`RSS_TOLERANCE`.
+reader reads nothing until the bridge has read enough updates to fill the primary's queue and
+the turn's buffer (where backpressure stops the bridge's reader), then reads; the test
+process's RSS must stay within :data:`RSS_TOLERANCE`.
 """
 
 from __future__ import annotations
@@ -45,13 +46,19 @@ def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, object
     return backend
 
 
-async def until_backed_up(events: MemoryObjectReceiveStream[Any]) -> None:
-    """Until the reader's queue is full (or half the flood sits in it: an unbounded queue)."""
-    target = min(events.statistics().max_buffer_size, FLOOD // 2)
-    with anyio.fail_after(60):
-        # A memory stream has no "queue full" event: poll the condition, the flood runs on.
-        while events.statistics().current_buffer_used < target:  # noqa: ASYNC110
-            await anyio.sleep(0.01)
+def read_at_least(agent: Any, count: int) -> anyio.Event:
+    """An event set once the bridge has read ``count`` updates from the agent's stdout."""
+    reached = anyio.Event()
+    seen = [0]
+
+    def observe(direction: str, line: Any) -> None:
+        if direction == "in" and b"session/update" in bytes(line):
+            seen[0] += 1
+            if seen[0] >= count:
+                reached.set()
+
+    agent.connection.peer.add_observer(observe)
+    return reached
 
 
 def drain_nowait(events: MemoryObjectReceiveStream[Any]) -> tuple[list[Any], bool]:
@@ -81,10 +88,15 @@ async def test_a_flood_with_a_slow_subscriber_keeps_memory_flat_and_loses_nothin
         ):
             primary = conv.subscribe()
             bystander = conv.subscribe()  # never reads: disconnected, never slows the turn
+            # The reader stops once the primary's queue and the turn's buffer are full: read
+            # nothing until that much has come in, so the flood presses on the bounds.
+            backed_up = read_at_least(agent, SUBSCRIBER_BUFFER + ClientOptions().turn_buffer)
             baseline = me.memory_info().rss
             peak = baseline
             await conv.send(f"flood {FLOOD}")
-            await until_backed_up(primary)
+            with anyio.fail_after(60):
+                await backed_up.wait()
+            assert primary.statistics().current_buffer_used <= SUBSCRIBER_BUFFER
             peak = max(peak, me.memory_info().rss)
             with anyio.fail_after(120), primary:
                 async for event in primary:
