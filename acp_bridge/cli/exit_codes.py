@@ -26,13 +26,13 @@ EXIT_TURN_FAILED: Final = 4
 """At least one message did not end ``done``: failed, cancelled by a deadline, left queued
 because the agent was given up, or refused as input (not UTF-8, too long)."""
 EXIT_INTERRUPTED: Final = 130
-"""Interrupted by SIGINT or SIGTERM (the running turn is recorded ``cancelled``)."""
+"""Interrupted by SIGINT, SIGTERM or SIGHUP (the running turn is recorded ``cancelled``)."""
 
 HELP: Final = (
     f"Exit codes: {EXIT_OK} every message ended done; "
     f"{EXIT_TURN_FAILED} at least one message did not end done (failed, cancelled by a "
     "deadline, given up, or refused as input); "
     f"{EXIT_AGENT_FAILED} the agent could not be started, initialized or authenticated; "
-    f"{EXIT_USAGE} usage error; {EXIT_INTERRUPTED} interrupted (SIGINT/SIGTERM)."
+    f"{EXIT_USAGE} usage error; {EXIT_INTERRUPTED} interrupted (SIGINT/SIGTERM/SIGHUP)."
 )
 """The exit codes as one paragraph, for ``--help`` epilogs."""

@@ -4,7 +4,7 @@ Messages come from ``-m`` (in order) or from stdin lines (each line is stored an
 is read, so a line typed during a turn waits for it). stdout carries the agent's text, or one
 JSON event per line with ``--json``; everything else goes to stderr.
 
-Signals (SIGINT or SIGTERM), the same in every phase:
+Signals (SIGINT, SIGTERM, or SIGHUP when the terminal goes away), the same in every phase:
 
 * the first one stops: the running turn is cancelled and the bridge waits for it to close (the
   grace window, then the quarantine; bounded by :attr:`Conversation.stop_bound_s`), so the
@@ -183,7 +183,7 @@ class _Interrupts:
     stopped: anyio.Event = field(default_factory=anyio.Event)
 
     async def watch(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async with anyio.create_task_group() as tg:
                 async for _signum in signals:
                     self.count += 1

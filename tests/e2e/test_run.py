@@ -196,6 +196,7 @@ def test_sigint_cancels_the_turn_stops_the_agent_and_exits_130(tmp_path: Path) -
 
 
 STUBBORN = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "stubborn_agent.py")]
+SLOW = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "slow_agent.py")]
 
 
 def start_bridge(*args: str, cwd: Path) -> subprocess.Popen[str]:
@@ -306,3 +307,37 @@ def test_a_second_sigint_kills_the_agent_tree_at_once_and_exits_130(tmp_path: Pa
             peer.close()
         listener.close()
     assert stored_rows(tmp_path / "s.db") == [(1, "cancelled")]
+
+
+def test_a_hangup_stops_the_agent_tree_and_records_the_turn(tmp_path: Path) -> None:
+    """Closing the terminal (SIGHUP) is a stop like SIGTERM. Before, SIGHUP killed the bridge
+    with no cleanup: the agent, in its own session, kept running and the store row stayed
+    ``running`` (found driving the CLI under a pty)."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(20)
+    port = listener.getsockname()[1]
+    store = tmp_path / "s.db"
+    bridge = start_bridge(
+        "--json", "--store", str(store), "-m", "echo x; wait",
+        "--", *SLOW, "--connect-back", str(port),
+        cwd=tmp_path,
+    )  # fmt: skip
+    peer = None
+    try:
+        peer = listener.accept()[0]
+        read_until_update(bridge)
+        bridge.send_signal(signal.SIGHUP)
+        returncode, out, err = finish(bridge, timeout=20)
+        assert returncode == 130, err
+        assert any(e["event"] == "turn_ended" for e in events(out))
+        assert stored_rows(store) == [(1, "cancelled")]
+        peer.settimeout(20)
+        while peer.recv(4096):  # the agent's socket closes when it dies
+            pass
+    finally:
+        bridge.kill()
+        if peer is not None:
+            peer.close()
+        listener.close()
