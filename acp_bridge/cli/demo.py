@@ -8,6 +8,7 @@ turn, a cancelled turn, and a shutdown that leaves no process behind.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -23,7 +24,7 @@ from acp_bridge.process.launcher import open_agent
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.rpc.peer import JsonRpcPeer
 
-__all__ = ["run_demo"]
+__all__ = ["demo_command", "run_demo"]
 
 _FIXTURE = Path("fixtures") / "agents" / "echo_agent.py"
 _STEP_TIMEOUT_S = 15.0
@@ -44,6 +45,10 @@ def _find_agent_script(explicit: str | None) -> Path | None:
         if (root / _FIXTURE).is_file():
             return root / _FIXTURE
     return None
+
+
+def demo_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    return run_demo(args.agent_script)
 
 
 def run_demo(agent_script: str | None) -> int:
