@@ -128,7 +128,10 @@ def resolve_agent(
     if name and command:
         parser.error("give either --agent NAME or -- CMD, not both")
     if required and not name and not command:
-        parser.error("give the agent: --agent NAME (see acp-bridge agents) or -- CMD [ARGS...]")
+        parser.error(
+            "give the agent command after -- (e.g. -- my-agent --acp) or a named agent with "
+            "--agent NAME (see acp-bridge agents)"
+        )
     extra: dict[str, dict[str, Any]] = {}
     for value in getattr(args, "mcp", None) or []:
         try:

@@ -35,6 +35,7 @@ from acp_bridge.cli.exit_codes import (
     EXIT_TURN_FAILED,
     EXIT_USAGE,
 )
+from acp_bridge.cli.named_agents import ResolvedAgent, resolve_agent
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.cli.render import EventPrinter
 from acp_bridge.cli.stdin_messages import check_messages, read_stdin
@@ -71,11 +72,12 @@ def default_store_path() -> Path:
 
 
 def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    argv = list(args.agent_cmd)
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    if not argv and not (args.resume or args.conversation):
-        parser.error("run: give the agent command after --, e.g. acp-bridge run -m hi -- my-agent")
+    # --agent NAME or -- CMD (neither: continue a stored conversation's agent); a named agent's
+    # default options apply to the ones not given on the command line.
+    agent = resolve_agent(
+        parser, args, sys.argv[1:], required=not (args.resume or args.conversation)
+    )
+    argv = agent.argv
     if args.retry_failed and not (args.resume or args.conversation):
         parser.error("run: --retry-failed needs --resume or --conversation ID")
     check_messages(parser, args.message, args.max_message_bytes)
@@ -87,7 +89,7 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         _say(f"cannot open the store {store_path}: {exc}")
         return EXIT_USAGE
     try:
-        record = _conversation(store, args, argv)
+        record = _conversation(store, args, agent)
     except (ConfigMismatchError, QueueStoreError, ValueError) as exc:
         store.close()
         _say(str(exc))
@@ -105,7 +107,15 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         return EXIT_USAGE
     if args.verbose:
         _say(f"conversation {record.id} (cwd {record.cwd})")
-    spec = AgentSpec(list(argv or record.agent.get("argv", [])), cwd=Path(record.cwd))
+    servers = _mcp_servers_now(agent, record)
+    if servers != list(record.mcp_servers):  # reconciled above; owned now, so ours to change
+        record = store.update_conversation(record.id, mcp_servers=servers, now=_now())
+    spec = AgentSpec(
+        list(argv or record.agent.get("argv", [])),
+        name=agent.name or "",
+        cwd=Path(record.cwd),
+        env=agent.env,
+    )
     # This run answers for the messages it finds unsettled (left queued, or left running by a
     # bridge that died: recovered as failed) and for the ones it sends.
     unsettled = {m.seq for m in store.messages(record.id) if not m.is_final}
@@ -132,8 +142,9 @@ def _make_private_dir(directory: Path) -> None:
 
 
 def _conversation(
-    store: QueueStore, args: argparse.Namespace, argv: list[str]
+    store: QueueStore, args: argparse.Namespace, agent: ResolvedAgent
 ) -> ConversationRecord:
+    argv = agent.argv
     cwd = str(Path(args.cwd).resolve() if args.cwd else Path.cwd())  # checked by argparse
     record: ConversationRecord | None
     if args.conversation:
@@ -145,16 +156,29 @@ def _conversation(
         if record is None:
             raise ValueError(_nothing_to_resume(store, cwd, argv))
     else:
+        named = {"name": agent.name} if agent.name else {}
         return store.create_conversation(
-            agent={"argv": argv}, cwd=cwd, mcp_servers=[], config={}, now=_now()
+            agent={"argv": argv, **named},
+            cwd=cwd,
+            mcp_servers=agent.mcp_servers,
+            config={},
+            now=_now(),
         )
     reconcile(
         record,
         cwd=cwd if args.cwd else record.cwd,
-        mcp_servers=list(record.mcp_servers),
+        mcp_servers=_mcp_servers_now(agent, record),
         history=store.events(record.id),
     )
     return record
+
+
+def _mcp_servers_now(agent: ResolvedAgent, record: ConversationRecord) -> list[dict[str, Any]]:
+    """The MCP servers this run's sessions get: the ones given now (the named agent's, --mcp).
+    Continuing a conversation with no agent and no --mcp given keeps its stored ones."""
+    if agent.argv or agent.mcp_servers:
+        return list(agent.mcp_servers)
+    return list(record.mcp_servers)
 
 
 def _nothing_to_resume(store: QueueStore, cwd: str, argv: list[str]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from acp_bridge.cli.exit_codes import HELP
+from acp_bridge.cli.named_agents import add_agent_options
 from acp_bridge.cli.options import (
     DEFAULT_MAX_MESSAGE_BYTES,
     OneLineParser,
@@ -23,7 +24,7 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     run = commands.add_parser(
         "run",
         help="run turns headless: -m TEXT (repeatable) or one message per stdin line",
-        usage="acp-bridge run [OPTIONS] -- AGENT_CMD [ARGS...]",
+        usage="acp-bridge run [OPTIONS] (--agent NAME | -- AGENT_CMD [ARGS...])",
         description=(
             "Start AGENT_CMD as a supervised ACP agent and prompt it with each message, in "
             "order, one turn each. Messages come from -m (repeatable) or, without -m, from "
@@ -140,6 +141,7 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         default=argparse.SUPPRESS,
         help="log to stderr, with the agent's own stderr (-vv for debug)",
     )
+    add_agent_options(run)  # --agent NAME, --config, --registry, --mcp NAME=COMMAND [ARGS...]
     run.add_argument(
         "agent_cmd",
         nargs=argparse.REMAINDER,
