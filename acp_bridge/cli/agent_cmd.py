@@ -1,0 +1,56 @@
+"""``acp-bridge agent``: run the built-in reference agent on stdio (see :mod:`acp_bridge.agents`).
+
+Errors before the protocol starts (the extra is missing, a bad mock script) are one line on
+stderr and exit 2 or 3; nothing but protocol frames ever reaches stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
+
+__all__ = ["agent_command"]
+
+
+def agent_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("litellm") is None:
+        print(
+            "acp-bridge agent: litellm is not installed; install the agent extra with "
+            "pip install 'acp-bridge[agent]'",
+            file=sys.stderr,
+        )
+        return EXIT_AGENT_FAILED
+    from acp_bridge.agents.config import DEFAULT_MODEL, AgentConfig, default_history_path
+    from acp_bridge.agents.mock_script import MockScript, MockScriptError
+
+    script = Path(args.mock_script) if args.mock_script else None
+    if script is not None:
+        try:
+            MockScript.parse(script.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, MockScriptError) as exc:
+            print(f"acp-bridge agent: bad --mock-script {script}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    config = AgentConfig(
+        model=args.model or DEFAULT_MODEL,
+        models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
+        mock_response=args.mock_response,
+        mock_script=script,
+        history_path=Path(args.history) if args.history else default_history_path(),
+        max_turn_requests=args.max_turn_requests,
+        max_rate_limit_retries=args.max_retries,
+        default_mode=args.mode,
+    )
+    from acp_bridge.agents.server import serve
+
+    try:
+        return serve(config)
+    except OSError as exc:
+        print(
+            f"acp-bridge agent: cannot open the history {config.history_path}: {exc}",
+            file=sys.stderr,
+        )
+        return EXIT_AGENT_FAILED
