@@ -13,6 +13,12 @@ CLI's ``--json`` contract); :mod:`.fanout` says what happens to a slow subscribe
 boundaries and lifecycle events are also written to the store's event log; the high-rate
 ``update`` events are not.
 
+What each turn leaves for the transcript (the agent's reply text, bounded) and what it spent
+(see :mod:`.usage`: tokens from the prompt response, cost by growth of the session's
+cumulative cost) are stored with the message's final state, in the same commit, so they are
+counted once; ``turn_ended`` and ``turn_failed`` carry the turn's ``usage``, and
+:attr:`Conversation.usage` is the conversation's total.
+
 Permission decisions and closed tool calls are logged too (resuming checks the tool calls the
 history used), but they come at the agent's pace, so each one is *not* its own fsynced commit:
 they are kept in a pending batch and written with the turn's final state, in that commit, or
@@ -49,6 +55,7 @@ from acp_bridge.client.events import (
 )
 from acp_bridge.client.session import Session, to_blocks
 from acp_bridge.client.supervisor import SupervisedAgent
+from acp_bridge.client.turn import Turn
 from acp_bridge.conversation.fanout import ConversationEvent, EventFanout
 from acp_bridge.conversation.publishing import EventPublisher
 from acp_bridge.conversation.queue import QueueMachine
@@ -64,7 +71,9 @@ from acp_bridge.conversation.queue_model import (
     ReviveAgent,
     StartTurn,
 )
-from acp_bridge.conversation.store import ConversationRecord, LogEntry, QueueStore
+from acp_bridge.conversation.store import ConversationRecord, FinishedTurn, LogEntry, QueueStore
+from acp_bridge.conversation.transcript import TurnRecord
+from acp_bridge.conversation.usage import Usage
 from acp_bridge.errors import AgentError, BridgeError, ResourceClosedError
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
 
@@ -136,6 +145,9 @@ class Conversation:
         self._prompts: dict[int, list[dict[str, Any]]] = {}
         self._turn_started_at: float | None = None
         self._pending_log: list[LogEntry] = []
+        self._usage = record.usage
+        self._meter = record.cost_meter
+        self._record: TurnRecord | None = None  # the running turn's reply and usage
         self._acting = anyio.Lock()
         self._turns = _Turns()
         self._turns.none_left.set()
@@ -207,6 +219,12 @@ class Conversation:
     def messages(self) -> list[MessageRecord]:
         return list(self._machine.messages())
 
+    @property
+    def usage(self) -> Usage:
+        """What the conversation's messages spent so far (stored ones included), and the
+        latest context snapshot. Updated when each message reaches its final state."""
+        return self._usage
+
     async def wait_idle(self) -> str:
         """Wait until no turn runs and none will start by itself; returns why
         (``drained``, ``paused``, ``agent_gone``, ``closed``)."""
@@ -275,10 +293,19 @@ class Conversation:
 
     # -- performing what the machine decides --------------------------------------------
 
-    async def start(self, records: list[MessageRecord], *, paused: bool) -> None:
+    async def start(
+        self,
+        records: list[MessageRecord],
+        *,
+        paused: bool,
+        stored: ConversationRecord | None = None,
+    ) -> None:
         """Load the stored queue (a message cut by a crash of the bridge ends failed,
-        recoverable) and start the next message never prompted."""
+        recoverable) and start the next message never prompted. ``stored``: the conversation
+        as stored now, whose usage totals and cost meter this one continues."""
         async with self._acting:
+            if stored is not None:
+                self._usage, self._meter = stored.usage, stored.cost_meter
             self._machine, actions = QueueMachine.restore(records, paused=paused)
             await self._perform(actions)
 
@@ -337,17 +364,22 @@ class Conversation:
                 now=self._clock(),
                 event=("turn_started", started_event),
             )
+            self._record = TurnRecord(seq, self._meter)
             await self.emit("turn_started", started_event)
         self._turn_started_at = time.monotonic()
         self._events.turn_started(seq)
         try:
             outcome = await self._driver.run(blocks, lambda event: self._on_turn_event(seq, event))
         except BridgeError as exc:  # no turn started: the agent is gone, or was closed
+            self._record = None
             failure = Failed(str(exc), False)
             await self._act(lambda: self._machine.turn_ended(seq, failure))
             if not isinstance(exc, ResourceClosedError):
                 await self._act(self._machine.agent_gone)
             return
+        record = self._record
+        if record is not None and record.seq == seq:
+            record.observe_answer(await _answered_usage(self._driver))
         if outcome.status == "cancelled" and outcome.cancel_reason not in _STOP_OR_CLOSE:
             await self._act(lambda: self._machine.turn_timed_out(seq))  # the driver's deadline
         if outcome.status == "failed":
@@ -368,6 +400,7 @@ class Conversation:
         if final.error is not None:
             error = {"code": "turn_failed", "message": final.error, "details": {}}
         state = final.state.name.lower()
+        turn = self._take_turn(final.seq)
         if final.state is MessageState.FAILED:
             name = "turn_failed"
             data: dict[str, Any] = {
@@ -386,6 +419,8 @@ class Conversation:
                 "state": state,
                 "duration_ms": round(duration_ms, 1),
             }
+        if turn is not None:
+            data["usage"] = turn.usage.to_json()
         pending, self._pending_log = self._pending_log, []
         changed = await self._db(
             self._store.finish,
@@ -398,10 +433,22 @@ class Conversation:
             now=self._clock(),
             log=pending,  # the turn's batched entries and its end: one commit, one fsync
             event=(name, data),
+            turn=turn,
         )
+        if changed and turn is not None:
+            self._usage, self._meter = self._usage.plus(turn.usage), turn.meter
         if changed:
             await self.emit(name, data)
         self._events.turn_final(final.seq)
+
+    def _take_turn(self, seq: int) -> FinishedTurn | None:
+        """What the turn of ``seq`` left, if it ran in this process (once)."""
+        record = self._record
+        if record is None or record.seq != seq:
+            return None
+        self._record = None
+        reply = record.reply
+        return FinishedTurn(reply.text, reply.truncated, record.spent(), record.usage.meter)
 
     def structured_error(self, error: dict[str, Any], recoverable: bool | None) -> dict[str, Any]:
         """A structured error for callers: what happened, to which agent and session, and
@@ -422,6 +469,9 @@ class Conversation:
 
     async def _on_turn_event(self, seq: int, event: TurnEvent) -> None:
         if isinstance(event, UpdateReceived):
+            record = self._record
+            if record is not None and record.seq == seq:
+                record.observe(event.session_id, event.raw)
             await self.emit(
                 "update", {"seq": seq, "sessionId": event.session_id, "update": event.raw}
             )
@@ -482,3 +532,18 @@ class Conversation:
     async def _db(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         # SQLite commits fsync: keep them off the event loop.
         return await anyio.to_thread.run_sync(lambda: method(*args, **kwargs))
+
+
+async def _answered_usage(driver: TurnDriver) -> dict[str, Any] | None:
+    """The ``usage`` of the prompt response of the driver's last turn, if it answered with one.
+
+    Stopgap: TurnDriver does not expose the response yet, so this reads the turn it keeps
+    (``_turn``); ``TurnDriver.last_response`` (or ``TurnOutcome.usage``) would replace it."""
+    turn: Turn | None = getattr(driver, "_turn", None)
+    if turn is None or not turn.is_done:
+        return None
+    try:
+        response = await turn.wait()  # ended: returns at once
+    except Exception:  # it failed (a crash, an error answer): nothing was reported
+        return None
+    return None if response.usage is None else response.usage.dump()

@@ -129,7 +129,9 @@ async def _start(
     stored = await anyio.to_thread.run_sync(lambda: store.messages(record.id))
     fresh = await anyio.to_thread.run_sync(lambda: store.get_conversation(record.id))
     await conversation.start(
-        [m.record() for m in _prompt_order(stored)], paused=bool(fresh and fresh.paused)
+        [m.record() for m in _prompt_order(stored)],
+        paused=bool(fresh and fresh.paused),
+        stored=fresh,
     )
 
 

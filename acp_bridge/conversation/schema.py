@@ -1,5 +1,5 @@
-"""What the queue store keeps: message states, the records read back, their JSON columns, and the
-SQLite schema as an ordered list of migrations.
+"""The queue store's SQLite schema, as an ordered list of migrations, and opening a file with it.
+The records read back are in :mod:`.records` (re-exported here).
 
 The schema version is ``PRAGMA user_version``: the number of migrations applied. Opening a store
 runs :func:`migrate`, which applies the missing ones in order, all in one write transaction, so a
@@ -18,16 +18,30 @@ History:
    partial index ``messages_queue`` holds only queued messages, so finding the next one is an
    index lookup whose cost does not grow with history, and it makes queued positions unique.
    ``messages_running`` allows at most one running message per conversation.
+3. The transcript and usage: ``messages.reply`` (the agent's text of the message's last turn;
+   NULL when none was recorded, as for every message stored before this version),
+   ``messages.reply_truncated``, ``messages.usage`` (JSON, what its attempts spent) and
+   ``conversations.usage`` (JSON, the conversation's totals and its cost meter). Older rows
+   read as "no reply recorded, nothing spent".
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Final
 
-from acp_bridge.conversation.queue_model import MessageRecord, MessageState
+from acp_bridge.conversation.records import (
+    ConversationRecord,
+    EventRecord,
+    MessageState,
+    StoredMessage,
+    conversation_from_row,
+    dumps,
+    event_from_row,
+    loads,
+    message_from_row,
+)
 from acp_bridge.errors import QueueStoreError
 
 __all__ = [
@@ -49,139 +63,8 @@ __all__ = [
     "version_of",
 ]
 
-_J = TypeVar("_J", dict[str, Any], list[Any])
-
 # "ACPB" in ASCII: identifies an acp-bridge queue store in the SQLite header.
 APPLICATION_ID: Final = 0x41435042
-
-
-@dataclass(frozen=True)
-class ConversationRecord:
-    """A stored conversation: what to run, where, and the session it last had.
-
-    ``agent`` is the agent spec as JSON (name, argv, env changes, cwd); ``config`` holds the
-    config options and mode chosen; ``paused`` is set by a stop until resume or a new send.
-    """
-
-    id: str
-    agent: dict[str, Any]
-    cwd: str
-    session_id: str | None
-    mcp_servers: list[Any]
-    additional_directories: list[Any]
-    config: dict[str, Any]
-    paused: bool
-    title: str | None
-    created_at: float
-    updated_at: float
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    """A stored message: the queue's :class:`~.queue_model.MessageRecord` (see
-    :meth:`record`) plus what only the store keeps. ``seq`` is its creation order;
-    ``position`` its place in the queue (lowest first, meaningful among queued messages);
-    ``attempts`` counts its starts. ``content`` holds ACP content blocks; ``error`` is
-    ``{code, message, details}``.
-    """
-
-    conversation_id: str
-    seq: int
-    position: int
-    content: list[Any]
-    state: MessageState
-    stop_reason: str | None
-    error: dict[str, Any] | None
-    recoverable: bool | None
-    attempts: int
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
-
-    @property
-    def is_final(self) -> bool:
-        return self.state.is_final
-
-    def record(self) -> MessageRecord:
-        """The message as the queue machine sees it (attempts count from 1 there)."""
-        failed = self.state is MessageState.FAILED
-        message = (self.error or {}).get("message")
-        return MessageRecord(
-            seq=self.seq,
-            state=self.state,
-            attempt=max(1, self.attempts),
-            stop_reason=self.stop_reason,
-            error=str(message or "failed") if failed else None,
-            recoverable=bool(self.recoverable) if failed else None,
-        )
-
-
-@dataclass(frozen=True)
-class EventRecord:
-    """One entry of a conversation's turn log; ``id`` increases across the whole store."""
-
-    id: int
-    conversation_id: str
-    ts: float
-    seq: int | None
-    kind: str
-    data: Any
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def loads(text: str, kind: type[_J]) -> _J:
-    value = json.loads(text)
-    if not isinstance(value, kind):
-        raise ValueError(f"expected a JSON {kind.__name__}, found {type(value).__name__}")
-    return value
-
-
-def conversation_from_row(row: sqlite3.Row) -> ConversationRecord:
-    return ConversationRecord(
-        id=row["id"],
-        agent=loads(row["agent"], dict),
-        cwd=row["cwd"],
-        session_id=row["session_id"],
-        mcp_servers=loads(row["mcp_servers"], list),
-        additional_directories=loads(row["additional_directories"], list),
-        config=loads(row["config"], dict),
-        paused=bool(row["paused"]),
-        title=row["title"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
-
-
-def message_from_row(row: sqlite3.Row) -> StoredMessage:
-    error, recoverable = row["error"], row["recoverable"]
-    return StoredMessage(
-        conversation_id=row["conversation_id"],
-        seq=row["seq"],
-        position=row["position"],
-        content=loads(row["content"], list),
-        state=MessageState(row["state"]),
-        stop_reason=row["stop_reason"],
-        error=None if error is None else loads(error, dict),
-        recoverable=None if recoverable is None else bool(recoverable),
-        attempts=row["attempts"],
-        created_at=row["created_at"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-    )
-
-
-def event_from_row(row: sqlite3.Row) -> EventRecord:
-    return EventRecord(
-        id=row["id"],
-        conversation_id=row["conversation_id"],
-        ts=row["ts"],
-        seq=row["seq"],
-        kind=row["kind"],
-        data=json.loads(row["data"]),
-    )
 
 
 @dataclass(frozen=True)
@@ -256,7 +139,19 @@ _V2 = Migration(
     ),
 )
 
-MIGRATIONS: Final[tuple[Migration, ...]] = (_V1, _V2)
+_V3 = Migration(
+    3,
+    "the agent's reply text and the usage per message, the usage per conversation",
+    (
+        "ALTER TABLE messages ADD COLUMN reply TEXT",
+        """ALTER TABLE messages ADD COLUMN reply_truncated INTEGER NOT NULL DEFAULT 0
+            CHECK (reply_truncated IN (0, 1))""",
+        "ALTER TABLE messages ADD COLUMN usage TEXT NOT NULL DEFAULT '{}'",
+        "ALTER TABLE conversations ADD COLUMN usage TEXT NOT NULL DEFAULT '{}'",
+    ),
+)
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (_V1, _V2, _V3)
 LATEST_VERSION: Final = len(MIGRATIONS)
 
 

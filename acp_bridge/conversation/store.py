@@ -47,32 +47,39 @@ raises ResourceClosedError.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import threading
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final, TypedDict, TypeVar, Unpack
+from typing import Any, Final
 
 from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
-from acp_bridge.conversation.schema import (
+from acp_bridge.conversation.records import (
     ConversationRecord,
+    ConversationSummary,
     EventRecord,
+    FinishedTurn,
     MessageState,
     StoredMessage,
-    connect,
-    conversation_from_row,
     dumps,
-    event_from_row,
+    loads,
     message_from_row,
 )
+from acp_bridge.conversation.schema import connect
+from acp_bridge.conversation.store_catalog import (
+    ConversationCatalog,
+    ConversationChanges,
+    LogEntry,
+)
+from acp_bridge.conversation.store_sql import (
+    as_list,
+    create_private,
+    insert_event,
+    queue_position,
+    touch,
+)
+from acp_bridge.conversation.usage import Usage
 from acp_bridge.errors import (
     AlreadyRunningError,
-    QueueStoreError,
-    ResourceClosedError,
     UnknownConversationError,
     UnknownMessageError,
 )
@@ -82,7 +89,9 @@ __all__ = [
     "AlreadyRunningError",
     "ConversationChanges",
     "ConversationRecord",
+    "ConversationSummary",
     "EventRecord",
+    "FinishedTurn",
     "LogEntry",
     "MessageState",
     "QueueStore",
@@ -94,50 +103,13 @@ __all__ = [
 # How long a write waits for another process's write transaction before failing.
 BUSY_TIMEOUT_S: Final = 10.0
 _RETRYABLE: Final = (MessageState.CANCELLED, MessageState.SUPERSEDED, MessageState.FAILED)
-_JSON_FIELDS: Final = frozenset({"config", "mcp_servers", "additional_directories"})
-_T = TypeVar("_T")
-
-LogEntry = tuple[str, Any, "int | None"]
-"""One event log entry to write: (kind, JSON data, the message seq it belongs to or None)."""
 
 
-PRIVATE_FILE_MODE: Final = 0o600
+class QueueStore(ConversationCatalog):
+    """Conversations, their message queues and their event logs in one SQLite file.
 
-
-def _create_private(path: str) -> None:
-    """Create ``path`` empty with mode 0600 (the umask can only remove bits, hence the fchmod)
-    before SQLite opens it; leave an existing file as it is."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    except FileExistsError:
-        return
-    except OSError as exc:
-        raise QueueStoreError(f"cannot open the queue store {path}: {exc}") from exc
-    try:
-        os.fchmod(fd, PRIVATE_FILE_MODE)
-    finally:
-        os.close(fd)
-
-
-class ConversationChanges(TypedDict, total=False):
-    """The fields :meth:`QueueStore.update_conversation` may change; absent ones stay as is."""
-
-    session_id: str | None
-    config: Mapping[str, Any]
-    paused: bool
-    mcp_servers: Sequence[Any]
-    additional_directories: Sequence[Any]
-    title: str | None
-
-
-class QueueStore:
-    """Conversations, their message queues and their event logs in one SQLite file."""
-
-    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
-        """Use :meth:`open`."""
-        self._conn: sqlite3.Connection | None = conn
-        self._path = path
-        self._lock = threading.Lock()
+    The parts: the connection (:mod:`.store_base`), conversations and event logs
+    (:mod:`.store_catalog`), the queue (here), the SQL itself (:mod:`.store_sql`)."""
 
     @classmethod
     def open(cls, path: Path | str) -> QueueStore:
@@ -149,118 +121,8 @@ class QueueStore:
         """
         name = str(path)
         if name != ":memory:" and not name.startswith("file:"):
-            _create_private(name)
+            create_private(name)
         return cls(connect(name, busy_timeout_s=BUSY_TIMEOUT_S), name)
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    def close(self) -> None:
-        """Close the connection. Idempotent."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> QueueStore:
-        return self
-
-    def __exit__(
-        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<QueueStore {self._path} [{'OPEN' if self._conn is not None else 'CLOSED'}]>"
-
-    # -- conversations ---------------------------------------------------------------------------
-
-    def create_conversation(
-        self,
-        conversation_id: str | None = None,
-        *,
-        agent: Mapping[str, Any],
-        cwd: str,
-        mcp_servers: Sequence[Any] = (),
-        additional_directories: Sequence[Any] = (),
-        config: Mapping[str, Any] | None = None,
-        title: str | None = None,
-        now: float,
-    ) -> ConversationRecord:
-        """Store a new conversation (a random id when none is given).
-
-        Raises:
-            QueueStoreError: a conversation with this id already exists.
-        """
-        cid = uuid.uuid4().hex if conversation_id is None else conversation_id
-        if not cid:
-            raise ValueError("a conversation id must not be empty")
-        row = (
-            cid, now, now, dumps(dict(agent)), cwd, dumps(_as_list(mcp_servers)),
-            dumps(_as_list(additional_directories)), dumps(dict(config or {})), title,
-        )  # fmt: skip
-        with self._transaction(f"create conversation {cid!r}") as db:
-            if db.execute("SELECT 1 FROM conversations WHERE id = ?", (cid,)).fetchone():
-                raise QueueStoreError(f"{self._path}: conversation {cid!r} already exists")
-            db.execute(
-                "INSERT INTO conversations (id, created_at, updated_at, agent, cwd, mcp_servers,"
-                " additional_directories, config, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
-            return self._conversation(db, cid)
-
-    def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
-        with self._transaction("read a conversation", write=False) as db:
-            row = db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,))
-            found = row.fetchone()
-            return None if found is None else self._decode(conversation_from_row, found)
-
-    def latest_conversation(self) -> ConversationRecord | None:
-        """The most recently updated conversation (ties: the one created last)."""
-        conversations = self._list_conversations(limit=1)
-        return conversations[0] if conversations else None
-
-    def latest_resumable(
-        self, cwd: str | None, argv: Sequence[str] | None = None
-    ) -> ConversationRecord | None:
-        """The most recently updated conversation in ``cwd`` (any directory when None) whose
-        agent command is ``argv`` (any agent when None) and whose agent started a session (one
-        that never got that far has nothing to continue)."""
-        with self._transaction("find a conversation to resume", write=False) as db:
-            rows = db.execute(
-                "SELECT * FROM conversations WHERE (? IS NULL OR cwd = ?)"
-                " AND session_id IS NOT NULL ORDER BY updated_at DESC, rowid DESC",
-                (cwd, cwd),
-            )
-            for row in rows:
-                record = self._decode(conversation_from_row, row)
-                if argv is None or list(record.agent.get("argv") or []) == list(argv):
-                    return record
-            return None
-
-    def list_conversations(self) -> list[ConversationRecord]:
-        """Every conversation, most recently updated first."""
-        return self._list_conversations(limit=-1)
-
-    def update_conversation(
-        self, conversation_id: str, *, now: float, **changes: Unpack[ConversationChanges]
-    ) -> ConversationRecord:
-        """Change only the fields given (see :class:`ConversationChanges`); return the record."""
-        unknown = set(changes) - set(ConversationChanges.__annotations__)
-        if unknown:
-            raise TypeError(f"update_conversation() got unknown fields {sorted(unknown)}")
-        values = [_encode_change(name, value) for name, value in changes.items()]
-        # Column names are the checked keys of ConversationChanges, never free text.
-        assignments = "".join(f", {name} = ?" for name in changes)
-        with self._transaction(f"update conversation {conversation_id!r}") as db:
-            self._require(db, conversation_id)
-            db.execute(
-                f"UPDATE conversations SET updated_at = MAX(updated_at, ?){assignments}"
-                " WHERE id = ?",
-                (now, *values, conversation_id),
-            )
-            return self._conversation(db, conversation_id)
 
     # -- the queue -------------------------------------------------------------------------------
 
@@ -278,20 +140,20 @@ class QueueStore:
         ``next=True`` puts it ahead of every queued message; ``unpause=True`` also clears the
         conversation's paused flag in the same transaction (a new send after a stop resumes).
         """
-        body = dumps(_as_list(content))
+        body = dumps(as_list(content))
         with self._transaction(f"add a message to {conversation_id!r}") as db:
             self._require(db, conversation_id)
             seq: int = db.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?",
                 (conversation_id,),
             ).fetchone()[0]
-            position = _position(db, conversation_id, next=next)
+            position = queue_position(db, conversation_id, next=next)
             db.execute(
                 "INSERT INTO messages (conversation_id, seq, position, content, state, created_at)"
                 " VALUES (?, ?, ?, ?, 'queued', ?)",
                 (conversation_id, seq, position, body, now),
             )
-            _touch(db, conversation_id, now, unpause=unpause)
+            touch(db, conversation_id, now, unpause=unpause)
             message = self._message(db, conversation_id, seq)
             assert message is not None  # inserted just above, in this transaction
             return message
@@ -350,9 +212,9 @@ class QueueStore:
                 " WHERE conversation_id = ? AND seq = ?",
                 (now, conversation_id, seq),
             )
-            _touch(db, conversation_id, now)
+            touch(db, conversation_id, now)
             if event is not None:
-                _insert_event(db, conversation_id, event, seq, now)
+                insert_event(db, conversation_id, event, seq, now)
             return True
 
     def finish(
@@ -367,11 +229,15 @@ class QueueStore:
         now: float,
         log: Sequence[LogEntry] = (),
         event: tuple[str, Any] | None = None,
+        turn: FinishedTurn | None = None,
     ) -> bool:
         """Move a queued or running message to its final ``state``, once.
 
         ``log`` entries are written in the same transaction whatever happens (a batch of the
         turn's entries); ``event`` (kind, data) only when the state changes, after them.
+        ``turn`` (the turn that ran: its reply, usage and cost meter) is recorded only when the
+        state changes, in the same transaction: its usage is added to the message's and the
+        conversation's exactly once.
 
         False (and nothing changes) when the message is already final. ``done`` needs
         ``stop_reason``; ``failed`` needs ``error`` and ``recoverable``.
@@ -390,7 +256,7 @@ class QueueStore:
         flag = None if recoverable is None else int(recoverable)
         with self._transaction(f"finish message {seq} of {conversation_id!r}") as db:
             for kind, data, entry_seq in log:
-                _insert_event(db, conversation_id, (kind, data), entry_seq, now)
+                insert_event(db, conversation_id, (kind, data), entry_seq, now)
             cursor = db.execute(
                 "UPDATE messages SET state = ?, stop_reason = ?, error = ?, recoverable = ?,"
                 " finished_at = ? WHERE conversation_id = ? AND seq = ?"
@@ -400,16 +266,19 @@ class QueueStore:
             if cursor.rowcount == 0:
                 self._state(db, conversation_id, seq)  # raises if there is no such message
                 return False
-            _touch(db, conversation_id, now)
+            touch(db, conversation_id, now)
+            if turn is not None:
+                self._record_turn(db, conversation_id, seq, turn)
             if event is not None:
-                _insert_event(db, conversation_id, event, seq, now)
+                insert_event(db, conversation_id, event, seq, now)
             return True
 
     def requeue(self, conversation_id: str, seq: int, *, next: bool, now: float) -> bool:
         """Queue a cancelled, superseded or failed message again (an explicit retry).
 
         It goes to the end of the queue, or ahead of every queued message with ``next=True``.
-        It keeps its seq, content and attempts; its earlier outcome is cleared. False (and
+        It keeps its seq, content, attempts and usage (that was spent); its earlier outcome
+        and reply are cleared. False (and
         nothing changes) when it is queued, running or done.
         """
         with self._transaction(f"requeue message {seq} of {conversation_id!r}") as db:
@@ -417,11 +286,12 @@ class QueueStore:
                 return False
             db.execute(
                 "UPDATE messages SET state = 'queued', position = ?, stop_reason = NULL,"
-                " error = NULL, recoverable = NULL, started_at = NULL, finished_at = NULL"
+                " error = NULL, recoverable = NULL, started_at = NULL, finished_at = NULL,"
+                " reply = NULL, reply_truncated = 0"
                 " WHERE conversation_id = ? AND seq = ?",
-                (_position(db, conversation_id, next=next), conversation_id, seq),
+                (queue_position(db, conversation_id, next=next), conversation_id, seq),
             )
-            _touch(db, conversation_id, now)
+            touch(db, conversation_id, now)
             return True
 
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]:
@@ -444,7 +314,7 @@ class QueueStore:
                     " finished_at = ? WHERE conversation_id = ? AND state = 'running'",
                     (error, now, conversation_id),
                 )
-                _touch(db, conversation_id, now)
+                touch(db, conversation_id, now)
             return [row[0] for row in rows]
 
     def messages(
@@ -467,158 +337,22 @@ class QueueStore:
                 self._require(db, conversation_id)
             return message
 
-    # -- the event log ---------------------------------------------------------------------------
-
-    def add_event(
-        self, conversation_id: str, kind: str, data: Any, *, seq: int | None = None, now: float
-    ) -> int:
-        """Append an event (``data`` is any JSON value); return its id (increasing)."""
-        body = dumps(data)
-        with self._transaction(f"log an event of {conversation_id!r}") as db:
-            if seq is None:
-                self._require(db, conversation_id)
-            else:
-                self._state(db, conversation_id, seq)  # raises if there is no such message
-            return _insert_event(db, conversation_id, (kind, data), seq, now, body=body)
-
-    def add_events(self, conversation_id: str, entries: Sequence[LogEntry], *, now: float) -> None:
-        """Append several events in one transaction (one commit, one fsync)."""
-        with self._transaction(f"log events of {conversation_id!r}") as db:
-            self._require(db, conversation_id)
-            for kind, data, seq in entries:
-                _insert_event(db, conversation_id, (kind, data), seq, now)
-
-    def events(
-        self, conversation_id: str, after_id: int = 0, limit: int | None = None
-    ) -> list[EventRecord]:
-        """Events with an id above ``after_id``, oldest first, at most ``limit`` of them."""
-        with self._transaction("read events", write=False) as db:
-            rows = db.execute(
-                "SELECT * FROM events WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
-                (conversation_id, after_id, -1 if limit is None else limit),
-            ).fetchall()
-            if not rows:
-                self._require(db, conversation_id)
-            return [self._decode(event_from_row, row) for row in rows]
-
     # -- internals -------------------------------------------------------------------------------
 
-    @contextmanager
-    def _transaction(self, what: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
-        """One transaction under the lock; sqlite3 errors become QueueStoreError here, once."""
-        with self._lock:
-            if self._conn is None:
-                raise ResourceClosedError(f"the queue store {self._path} is closed")
-            conn = self._conn
-            try:
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise QueueStoreError(f"{self._path}: could not {what}: {exc}") from exc
-
-    def _list_conversations(self, *, limit: int) -> list[ConversationRecord]:
-        with self._transaction("list conversations", write=False) as db:
-            rows = db.execute(
-                "SELECT * FROM conversations ORDER BY updated_at DESC, rowid DESC LIMIT ?",
-                (limit,),
-            ).fetchall()
-            return [self._decode(conversation_from_row, row) for row in rows]
-
-    def _conversation(self, db: sqlite3.Connection, conversation_id: str) -> ConversationRecord:
-        row = db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,))
-        return self._decode(conversation_from_row, row.fetchone())
-
-    def _message(
-        self, db: sqlite3.Connection, conversation_id: str, seq: int
-    ) -> StoredMessage | None:
-        row = db.execute(
-            "SELECT * FROM messages WHERE conversation_id = ? AND seq = ?", (conversation_id, seq)
-        ).fetchone()
-        return None if row is None else self._decode(message_from_row, row)
-
-    def _require(self, db: sqlite3.Connection, conversation_id: str) -> None:
-        if db.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone():
-            return
-        raise UnknownConversationError(self._path, conversation_id)
-
-    def _state(self, db: sqlite3.Connection, conversation_id: str, seq: int) -> MessageState:
-        """The message's state; raises UnknownConversationError / UnknownMessageError."""
-        row = db.execute(
-            "SELECT state FROM messages WHERE conversation_id = ? AND seq = ?",
-            (conversation_id, seq),
-        ).fetchone()
-        if row is None:
-            self._require(db, conversation_id)
-            raise UnknownMessageError(self._path, conversation_id, seq)
-        return self._decode(lambda r: MessageState(r[0]), row)
-
-    def _decode(self, decode: Callable[[sqlite3.Row], _T], row: sqlite3.Row) -> _T:
-        try:
-            return decode(row)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise QueueStoreError(f"{self._path}: corrupt record {tuple(row)!r}: {exc}") from exc
-
-
-def _position(db: sqlite3.Connection, conversation_id: str, *, next: bool) -> int:
-    """Where a message joins the queue: after every message, or ahead of every queued one."""
-    if next:
-        head = db.execute(
-            "SELECT MIN(position) FROM messages INDEXED BY messages_queue"
-            " WHERE conversation_id = ? AND state = 'queued'",
-            (conversation_id,),
-        ).fetchone()[0]
-        if head is not None:
-            return int(head) - 1
-    tail = db.execute(
-        "SELECT COALESCE(MAX(position), 0) FROM messages WHERE conversation_id = ?",
-        (conversation_id,),
-    ).fetchone()[0]
-    return int(tail) + 1
-
-
-def _touch(
-    db: sqlite3.Connection, conversation_id: str, now: float, *, unpause: bool = False
-) -> None:
-    db.execute(
-        "UPDATE conversations SET updated_at = MAX(updated_at, ?)"
-        + (", paused = 0" if unpause else "")
-        + " WHERE id = ?",
-        (now, conversation_id),
-    )
-
-
-def _encode_change(name: str, value: Any) -> Any:
-    if name in _JSON_FIELDS:
-        return dumps(dict(value) if name == "config" else _as_list(value))
-    return int(value) if name == "paused" else value
-
-
-def _as_list(value: Sequence[Any]) -> list[Any]:
-    if isinstance(value, str | bytes):  # a Sequence, but never what the caller meant
-        raise TypeError(f"expected a list, not {type(value).__name__} {value!r:.40}")
-    return list(value)
-
-
-def _insert_event(
-    db: sqlite3.Connection,
-    conversation_id: str,
-    event: tuple[str, Any],
-    seq: int | None,
-    now: float,
-    *,
-    body: str | None = None,
-) -> int:
-    kind, data = event
-    cursor = db.execute(
-        "INSERT INTO events (conversation_id, ts, seq, kind, data) VALUES (?, ?, ?, ?, ?)",
-        (conversation_id, now, seq, kind, dumps(data) if body is None else body),
-    )
-    event_id = cursor.lastrowid
-    assert event_id is not None  # an INSERT into a rowid table always sets it
-    return event_id
+    def _record_turn(
+        self, db: sqlite3.Connection, conversation_id: str, seq: int, turn: FinishedTurn
+    ) -> None:
+        key = (conversation_id, seq)
+        row = db.execute("SELECT usage FROM messages WHERE conversation_id = ? AND seq = ?", key)
+        spent = self._decode(lambda r: Usage.from_json(loads(r[0], dict)), row.fetchone())
+        db.execute(
+            "UPDATE messages SET reply = ?, reply_truncated = ?, usage = ?"
+            " WHERE conversation_id = ? AND seq = ?",
+            (turn.reply, int(turn.reply_truncated), dumps(spent.plus(turn.usage).to_json()), *key),
+        )
+        row = db.execute("SELECT usage FROM conversations WHERE id = ?", (conversation_id,))
+        total = self._decode(lambda r: Usage.from_json(loads(r[0], dict)), row.fetchone())
+        totals = {**total.plus(turn.usage).to_json(), "meter": turn.meter.to_json()}
+        db.execute(
+            "UPDATE conversations SET usage = ? WHERE id = ?", (dumps(totals), conversation_id)
+        )

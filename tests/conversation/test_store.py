@@ -518,7 +518,7 @@ def test_a_version_1_store_is_upgraded_and_goes_on_without_replaying_history(pat
         store.add_message("old", text("new"), next=True, now=6.0)
         assert drain(store, "old") == [6]
     with raw(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION == 3
 
 
 def test_migrations_are_numbered_in_order() -> None:
@@ -527,14 +527,16 @@ def test_migrations_are_numbered_in_order() -> None:
 
 def test_a_new_migration_runs_once_and_a_failing_one_changes_nothing(path: Path) -> None:
     QueueStore.open(path).close()
-    added = Migration(3, "a column", ("ALTER TABLE messages ADD COLUMN note TEXT",))
-    broken = Migration(4, "broken", ("CREATE TABLE t4 (x)", "INSERT INTO missing VALUES (1)"))
+    added = Migration(LATEST_VERSION + 1, "a column", ("ALTER TABLE messages ADD COLUMN note",))
+    broken = Migration(
+        LATEST_VERSION + 2, "broken", ("CREATE TABLE t4 (x)", "INSERT INTO missing VALUES (1)")
+    )
     with raw(path) as conn:
-        assert migrate(conn, str(path), (*MIGRATIONS, added)) == 3
-        assert migrate(conn, str(path), (*MIGRATIONS, added)) == 3
+        assert migrate(conn, str(path), (*MIGRATIONS, added)) == LATEST_VERSION + 1
+        assert migrate(conn, str(path), (*MIGRATIONS, added)) == LATEST_VERSION + 1
         with pytest.raises(sqlite3.OperationalError, match="missing"):
             migrate(conn, str(path), (*MIGRATIONS, added, broken))
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION + 1
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         assert "t4" not in tables
 

@@ -1,0 +1,198 @@
+"""The records the queue store reads back, and their JSON columns.
+
+A row becomes a frozen record here; a value that does not decode raises ValueError, TypeError
+or KeyError, which the store reports as a corrupt record naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from acp_bridge.conversation.queue_model import MessageRecord, MessageState
+from acp_bridge.conversation.usage import CostMeter, Usage
+
+__all__ = [
+    "ConversationRecord",
+    "ConversationSummary",
+    "EventRecord",
+    "FinishedTurn",
+    "MessageState",
+    "StoredMessage",
+    "conversation_from_row",
+    "dumps",
+    "event_from_row",
+    "loads",
+    "message_from_row",
+]
+
+_J = TypeVar("_J", dict[str, Any], list[Any])
+
+
+@dataclass(frozen=True)
+class ConversationRecord:
+    """A stored conversation: what to run, where, and the session it last had.
+
+    ``agent`` is the agent spec as JSON (name, argv, env changes, cwd); ``config`` holds the
+    config options and mode chosen; ``paused`` is set by a stop until resume or a new send.
+    """
+
+    id: str
+    agent: dict[str, Any]
+    cwd: str
+    session_id: str | None
+    mcp_servers: list[Any]
+    additional_directories: list[Any]
+    config: dict[str, Any]
+    paused: bool
+    title: str | None
+    created_at: float
+    updated_at: float
+    usage: Usage = field(default_factory=Usage)
+    """What every message of the conversation spent (see :mod:`.usage`)."""
+    cost_meter: CostMeter = field(default_factory=CostMeter)
+    """The last cumulative cost seen, the baseline of the next message's cost."""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A stored message: the queue's :class:`~.queue_model.MessageRecord` (see
+    :meth:`record`) plus what only the store keeps. ``seq`` is its creation order;
+    ``position`` its place in the queue (lowest first, meaningful among queued messages);
+    ``attempts`` counts its starts. ``content`` holds ACP content blocks; ``error`` is
+    ``{code, message, details}``. ``reply`` is the agent's text of its last turn (None when
+    none was recorded: not finished yet, cut by a crash of the bridge, or stored by an older
+    acp-bridge), ``reply_truncated`` whether it was cut at the bound, and ``usage`` what all
+    its attempts spent.
+    """
+
+    conversation_id: str
+    seq: int
+    position: int
+    content: list[Any]
+    state: MessageState
+    stop_reason: str | None
+    error: dict[str, Any] | None
+    recoverable: bool | None
+    attempts: int
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    reply: str | None = None
+    reply_truncated: bool = False
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def is_final(self) -> bool:
+        return self.state.is_final
+
+    def record(self) -> MessageRecord:
+        """The message as the queue machine sees it (attempts count from 1 there)."""
+        failed = self.state is MessageState.FAILED
+        message = (self.error or {}).get("message")
+        return MessageRecord(
+            seq=self.seq,
+            state=self.state,
+            attempt=max(1, self.attempts),
+            stop_reason=self.stop_reason,
+            error=str(message or "failed") if failed else None,
+            recoverable=bool(self.recoverable) if failed else None,
+        )
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One entry of a conversation's turn log; ``id`` increases across the whole store."""
+
+    id: int
+    conversation_id: str
+    ts: float
+    seq: int | None
+    kind: str
+    data: Any
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def loads(text: str, kind: type[_J]) -> _J:
+    value = json.loads(text)
+    if not isinstance(value, kind):
+        raise ValueError(f"expected a JSON {kind.__name__}, found {type(value).__name__}")
+    return value
+
+
+def conversation_from_row(row: sqlite3.Row) -> ConversationRecord:
+    usage = loads(row["usage"], dict)
+    return ConversationRecord(
+        id=row["id"],
+        agent=loads(row["agent"], dict),
+        cwd=row["cwd"],
+        session_id=row["session_id"],
+        mcp_servers=loads(row["mcp_servers"], list),
+        additional_directories=loads(row["additional_directories"], list),
+        config=loads(row["config"], dict),
+        paused=bool(row["paused"]),
+        title=row["title"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        usage=Usage.from_json(usage),
+        cost_meter=CostMeter.from_json(usage.get("meter")),
+    )
+
+
+def message_from_row(row: sqlite3.Row) -> StoredMessage:
+    error, recoverable = row["error"], row["recoverable"]
+    return StoredMessage(
+        conversation_id=row["conversation_id"],
+        seq=row["seq"],
+        position=row["position"],
+        content=loads(row["content"], list),
+        state=MessageState(row["state"]),
+        stop_reason=row["stop_reason"],
+        error=None if error is None else loads(error, dict),
+        recoverable=None if recoverable is None else bool(recoverable),
+        attempts=row["attempts"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        reply=row["reply"],
+        reply_truncated=bool(row["reply_truncated"]),
+        usage=Usage.from_json(loads(row["usage"], dict)),
+    )
+
+
+def event_from_row(row: sqlite3.Row) -> EventRecord:
+    return EventRecord(
+        id=row["id"],
+        conversation_id=row["conversation_id"],
+        ts=row["ts"],
+        seq=row["seq"],
+        kind=row["kind"],
+        data=json.loads(row["data"]),
+    )
+
+
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """A conversation as ``acp-bridge conversations`` lists it: the record and how many of its
+    messages are in each state (states with none are absent)."""
+
+    record: ConversationRecord
+    states: dict[str, int]
+
+
+@dataclass(frozen=True)
+class FinishedTurn:
+    """What a turn that ran leaves with its message's final state: the agent's reply text
+    (already bounded), whether it was cut, what the turn spent, and the cost meter after it."""
+
+    reply: str
+    reply_truncated: bool
+    usage: Usage
+    meter: CostMeter

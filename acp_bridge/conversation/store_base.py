@@ -1,0 +1,125 @@
+"""The queue store's connection: one transaction at a time under a lock, errors translated once,
+and the row lookups every part of the store shares. See :mod:`.store` for the whole story."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Self, TypeVar
+
+from acp_bridge.conversation.records import (
+    ConversationRecord,
+    MessageState,
+    StoredMessage,
+    conversation_from_row,
+    message_from_row,
+)
+from acp_bridge.errors import (
+    QueueStoreError,
+    ResourceClosedError,
+    UnknownConversationError,
+    UnknownMessageError,
+)
+
+__all__ = ["StoreBase"]
+
+_T = TypeVar("_T")
+
+
+class StoreBase:
+    """The connection of a :class:`~.store.QueueStore`, thread-safe (one lock)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        """Use :meth:`QueueStore.open <.store.QueueStore.open>`."""
+        self._conn: sqlite3.Connection | None = conn
+        self._path = path
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def close(self) -> None:
+        """Close the connection. Idempotent."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "OPEN" if self._conn is not None else "CLOSED"
+        return f"<{type(self).__name__} {self._path} [{state}]>"
+
+    # -- shared by the parts of the store ----------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self, what: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """One transaction under the lock; sqlite3 errors become QueueStoreError here, once."""
+        with self._lock:
+            if self._conn is None:
+                raise ResourceClosedError(f"the queue store {self._path} is closed")
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise QueueStoreError(f"{self._path}: could not {what}: {exc}") from exc
+
+    def _list_conversations(self, *, limit: int) -> list[ConversationRecord]:
+        with self._transaction("list conversations", write=False) as db:
+            rows = db.execute(
+                "SELECT * FROM conversations ORDER BY updated_at DESC, rowid DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+            return [self._decode(conversation_from_row, row) for row in rows]
+
+    def _conversation(self, db: sqlite3.Connection, conversation_id: str) -> ConversationRecord:
+        row = db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,))
+        return self._decode(conversation_from_row, row.fetchone())
+
+    def _message(
+        self, db: sqlite3.Connection, conversation_id: str, seq: int
+    ) -> StoredMessage | None:
+        row = db.execute(
+            "SELECT * FROM messages WHERE conversation_id = ? AND seq = ?", (conversation_id, seq)
+        ).fetchone()
+        return None if row is None else self._decode(message_from_row, row)
+
+    def _require(self, db: sqlite3.Connection, conversation_id: str) -> None:
+        if db.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone():
+            return
+        raise UnknownConversationError(self._path, conversation_id)
+
+    def _state(self, db: sqlite3.Connection, conversation_id: str, seq: int) -> MessageState:
+        """The message's state; raises UnknownConversationError / UnknownMessageError."""
+        row = db.execute(
+            "SELECT state FROM messages WHERE conversation_id = ? AND seq = ?",
+            (conversation_id, seq),
+        ).fetchone()
+        if row is None:
+            self._require(db, conversation_id)
+            raise UnknownMessageError(self._path, conversation_id, seq)
+        return self._decode(lambda r: MessageState(r[0]), row)
+
+    def _decode(self, decode: Callable[[sqlite3.Row], _T], row: sqlite3.Row) -> _T:
+        try:
+            return decode(row)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise QueueStoreError(f"{self._path}: corrupt record {tuple(row)!r}: {exc}") from exc
