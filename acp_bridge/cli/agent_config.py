@@ -334,7 +334,7 @@ class _Locator:
     def line(self, table: list[str], key: str | None, occurrence: int = 0) -> int | None:
         current: list[str] = []
         header_line: int | None = None
-        seen = -1
+        seen = 0 if not table else -1  # the top level has no header: it is seen from line 1
         for number, text in enumerate(self._lines, 1):
             header = _HEADER.match(text)
             if header:
