@@ -191,12 +191,17 @@ class ProtocolVersionError(AgentStartupError):
 class AuthRequiredError(AgentError):
     """The agent answered -32000: ``authenticate`` with one of ``methods`` first.
 
-    ``methods`` holds ``(id, name, description)`` for each auth method the agent listed.
+    ``methods`` holds ``(id, name, description)`` for each auth method the agent listed;
+    ``agent_message`` is the error message the agent itself sent. No retry can succeed until
+    the user authenticates, so a turn failed by it is not recoverable.
     """
 
-    def __init__(self, message: str, *, methods: list[tuple[str, str, str]]) -> None:
+    def __init__(
+        self, message: str, *, methods: list[tuple[str, str, str]], agent_message: str = ""
+    ) -> None:
         super().__init__(message)
         self.methods = methods
+        self.agent_message = agent_message
 
 
 class AgentExitedError(AgentError):

@@ -203,7 +203,16 @@ class AgentConnection:
         :meth:`JsonRpcPeer.start_request`)."""
 
         def settled(outcome: Callable[[], Any]) -> None:
-            on_settled(lambda: self._parse(PromptResponse, outcome(), "session/prompt"))
+            def parsed() -> PromptResponse:
+                try:
+                    return self._parse(PromptResponse, outcome(), "session/prompt")
+                except RpcError as exc:
+                    # e.g. a token that expired mid-conversation: no retry can fix this turn
+                    if exc.code == ErrorCode.AUTH_REQUIRED:
+                        raise self.auth_required("session/prompt", exc) from exc
+                    raise
+
+            on_settled(parsed)
 
         await self.peer.start_request(
             "session/prompt", {"sessionId": session_id, "prompt": list(blocks)}, settled
@@ -241,18 +250,24 @@ class AgentConnection:
         except RpcError as exc:
             if exc.code != ErrorCode.AUTH_REQUIRED:
                 raise
-            methods = [
-                (m.id, m.name or m.id, getattr(m, "description", None) or "")
-                for m in self.init.auth_methods
-                if _method_id(m)
-            ]
-            listed = ", ".join(f"{mid} ({name})" for mid, name, _ in methods) or "none listed"
-            raise AuthRequiredError(
-                f"{self.name} requires authentication before {method}. Auth methods: {listed}. "
-                "Authenticate with one of them (ClientOptions.auth_method), or log in with the "
-                "agent's own tool first.",
-                methods=methods,
-            ) from exc
+            raise self.auth_required(method, exc) from exc
+
+    def auth_required(self, method: str, exc: RpcError) -> AuthRequiredError:
+        """The agent answered ``method`` with -32000: what it said and the auth methods it
+        listed in ``initialize``."""
+        methods = [
+            (m.id, m.name or m.id, getattr(m, "description", None) or "")
+            for m in self.init.auth_methods
+            if _method_id(m)
+        ]
+        listed = ", ".join(f"{mid} ({name})" for mid, name, _ in methods) or "none listed"
+        return AuthRequiredError(
+            f"{self.name} requires authentication before {method} ({exc.message}). Auth "
+            f"methods: {listed}. Authenticate with one of them (ClientOptions.auth_method), or "
+            "log in with the agent's own tool first.",
+            methods=methods,
+            agent_message=exc.message,
+        )
 
     def _parse(self, model: type[_Model], raw: Any, method: str) -> _Model:
         try:

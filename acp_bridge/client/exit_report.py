@@ -20,7 +20,7 @@ def _stderr_tail(record: ExitRecord, heading: str) -> str:
 def startup_failure(name: str, record: ExitRecord) -> str:
     """Why the very first start failed, and what to check."""
     return (
-        f"{name} could not be started: {record.reason}. Check the agent command, its "
+        f"{name} could not be started: it {record.reason}. Check the agent command, its "
         f"installation and its credentials." + _stderr_tail(record, "Last stderr lines")
     )
 

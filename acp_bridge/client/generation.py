@@ -24,6 +24,7 @@ from acp_bridge.client.events import AgentStarted, LifecycleEvent
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.restore import restore_session
 from acp_bridge.client.session import Session
+from acp_bridge.client.start_diagnosis import StartupWitness, diagnose_start
 from acp_bridge.errors import BridgeError, FramingError, SpawnError
 from acp_bridge.process import killer
 from acp_bridge.process.launcher import AgentProcess, open_agent
@@ -71,6 +72,8 @@ class Generation:
         self._process: AgentProcess | None = None
         self._ended = anyio.Event()
         self._reasons: list[str] = []  # why we ended a process that was still running, if we did
+        self._witness = StartupWitness()
+        self._start_failure: BaseException | None = None
 
     @property
     def pid(self) -> int | None:
@@ -122,6 +125,7 @@ class Generation:
             max_line_bytes=self._options.max_line_bytes,
         )
         host.serve(peer, self.number)
+        peer.add_observer(self._witness)
         connection = AgentConnection(peer, name=host.name)
         async with anyio.create_task_group() as tg:
             await tg.start(peer.run)
@@ -132,12 +136,20 @@ class Generation:
             try:
                 await self._start(connection, process)
             except (BridgeError, TimeoutError) as exc:
-                log.warning("%s: start failed: %s", host.name, exc)
-                self._reasons.append(_start_failure_reason(exc))
+                # The first start's failure is the caller's error; a restart's is worth a log.
+                log.log(
+                    logging.INFO if self.number == 1 else logging.WARNING,
+                    "%s: start failed: %s",
+                    host.name,
+                    exc,
+                )
+                self._start_failure = exc
                 self._ended.set()
             else:
                 if not self._ended.is_set():
                     host.generation_ready(self.number, connection)
+            finally:
+                peer.remove_observer(self._witness)
             await self._ended.wait()
             host.generation_ending(self.number)
             record = await self._exit_record(process, peer, spawned_at)
@@ -180,26 +192,47 @@ class Generation:
         """How the process ended. One that is still running is killed first: it was
         quarantined, tripped the watchdog, or closed its stdout (and is no use without it)."""
         reasons = self._reasons
-        if not process.has_exited and not reasons:
+        # A start that failed on a closed stdout (e.g. a script that printed and exited) is
+        # worth the wait: its exit status completes the diagnosis.
+        closed_at_start = self._start_failure is not None and peer.is_closed
+        if not process.has_exited and (not reasons or closed_at_start):
             # stdout ended first: usually the exit itself, seen a moment before waitpid.
             with anyio.move_on_after(self._options.exit_report_timeout_s):
                 await process.wait_exited()
             if not process.has_exited:
                 reasons.append(_stdout_reason(peer))
+        exited_by_itself = process.has_exited
         if not process.has_exited:
             killer.signal_group(process.pid, signal.SIGKILL)
             with anyio.move_on_after(self._options.shutdown.kill_wait_s):
                 await process.wait_exited()
         status = process.exit_status
         described = status.describe() if status else "did not exit"
+        if self._start_failure is not None:
+            # One sentence about what the command did; how we killed it says nothing.
+            reasons = [
+                diagnose_start(
+                    self._start_failure,
+                    self._witness,
+                    exit_description=described if exited_by_itself else None,
+                    timeout_s=self._options.startup_timeout_s,
+                )
+            ]
+            described = ""
         return ExitRecord(
             at_s=anyio.current_time(),
             uptime_s=anyio.current_time() - spawned_at,
             returncode=status.returncode if status else None,
             signal=status.signal if status else None,
-            reason=f"{reasons[0]} ({described})" if reasons else described,
+            reason=_joined(reasons[0] if reasons else "", described),
             stderr_tail=process.stderr_tail(20),
         )
+
+
+def _joined(reason: str, described: str) -> str:
+    if reason and described:
+        return f"{reason} ({described})"
+    return reason or described
 
 
 def _stdout_reason(peer: JsonRpcPeer) -> str:
@@ -208,8 +241,3 @@ def _stdout_reason(peer: JsonRpcPeer) -> str:
         return f"broke the protocol ({cause.__cause__}); killed"
     return "closed its stdout but kept running; killed"
 
-
-def _start_failure_reason(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "did not finish initializing in time"
-    return f"failed to start: {exc}"

@@ -60,6 +60,7 @@ from acp_bridge.client.turn import Turn
 from acp_bridge.errors import (
     AgentExitedError,
     AgentStartupError,
+    AuthRequiredError,
     BridgeError,
     ConnectionClosedError,
     ResourceClosedError,
@@ -99,6 +100,8 @@ class SupervisedAgent:
         self._current: Generation | None = None
         self._gave_up: RestartLimitError | None = None
         self._start_failure: AgentStartupError | None = None
+        self.auth_failure: AuthRequiredError | None = None
+        """The last turn the agent refused for want of authentication (it pauses the queue)."""
         self._exit_errors: dict[int, AgentExitedError] = {}
         self._started: TaskStatus[None] | None = None
         self._restart_delays: dict[int, tuple[int, float]] = {}
@@ -327,6 +330,8 @@ class SupervisedAgent:
                 # ended and whether the session is being restored.
                 return
             except BridgeError as exc:
+                if isinstance(exc, AuthRequiredError):
+                    self.auth_failure = exc
                 turn.fail_now(exc)
                 return
             turn.finish_now(response)

@@ -35,7 +35,7 @@ from acp_bridge.client.turn_machine import (
     TurnState,
     TurnTimings,
 )
-from acp_bridge.errors import AgentExitedError
+from acp_bridge.errors import AgentExitedError, AuthRequiredError
 from acp_bridge.wire.acp import PromptResponse
 
 __all__ = ["Turn"]
@@ -181,6 +181,8 @@ class Turn:
         self._tail.extend(self.close_tool_calls(str(failure)))
         self._end()
         recoverable = failure.recoverable if isinstance(failure, AgentExitedError) else True
+        if isinstance(failure, AuthRequiredError):
+            recoverable = False  # the user must log in first; the queue pauses here
         self.machine.handle(PromptFailed(str(failure), recoverable))
 
     def close_tool_calls(self, reason: str) -> list[ToolCallClosed]:

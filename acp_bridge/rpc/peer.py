@@ -141,6 +141,11 @@ class JsonRpcPeer:
         """Show every raw frame, in both directions, to ``observer`` (tracing, recording)."""
         self._observers.append(observer)
 
+    def remove_observer(self, observer: Observer) -> None:
+        """Stop showing frames to ``observer`` (added before); an unknown one is ignored."""
+        if observer in self._observers:
+            self._observers.remove(observer)
+
     # -- state ----------------------------------------------------------------------------------
 
     @property
