@@ -1,0 +1,100 @@
+"""The ``proxy`` subcommand's arguments. Light on purpose (``--help`` budget): nothing here
+imports the library."""
+
+from __future__ import annotations
+
+import argparse
+
+from acp_bridge.cli.named_agents import add_agent_options
+from acp_bridge.cli.options import OneLineParser, byte_count, count, directory, seconds
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
+    proxy = commands.add_parser(
+        "proxy",
+        help="stdio proxy for editors: restarts, prompt queueing, cancel grace, recording",
+        usage="acp-bridge proxy [OPTIONS] -- AGENT_CMD [ARGS...]",
+        description=(
+            "Configure this as the agent command in your editor. It starts AGENT_CMD and "
+            "relays ACP between the editor (our stdin/stdout) and the agent unchanged, adding: "
+            "a restart that keeps the editor's sessions when the agent crashes, a FIFO for a "
+            "second prompt sent while a turn runs, a cancel grace window after which the "
+            "proxy answers 'cancelled' itself and replaces the agent, and a traffic recording. "
+            "stdout carries protocol messages only; logs go to stderr or --log. See "
+            "docs/proxy.md."
+        ),
+        epilog=(
+            "Exit codes: 0 the editor closed the connection or a signal stopped the proxy; "
+            "3 the agent could not be started, or is gone for good (restart limit reached); "
+            "2 usage error."
+        ),
+    )
+    proxy.add_argument(
+        "--grace",
+        type=seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="after the editor's cancel, how long the agent gets to answer before the proxy "
+        "answers 'cancelled' and replaces it (default: 5)",
+    )
+    proxy.add_argument(
+        "--no-queue",
+        action="store_true",
+        help="pass a prompt for a busy session straight to the agent instead of holding it",
+    )
+    proxy.add_argument(
+        "--max-restarts",
+        type=count,
+        default=5,
+        metavar="N",
+        help="restarts allowed within 5 minutes before giving up (default: 5)",
+    )
+    proxy.add_argument(
+        "--startup-timeout",
+        type=seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long a restarted agent gets to initialize and restore the sessions (default: 60)",
+    )
+    proxy.add_argument(
+        "--record",
+        metavar="FILE",
+        help="append every message, with time and direction, to FILE as NDJSON (created 0600; "
+        "replay it with acp-bridge replay FILE)",
+    )
+    proxy.add_argument(
+        "--redact",
+        action="store_true",
+        help="with --record: mask secrets (env and header values, tokens, keys) in the file",
+    )
+    proxy.add_argument("--log", metavar="FILE", help="write logs to FILE instead of stderr")
+    proxy.add_argument(
+        "--cwd",
+        type=directory,
+        metavar="DIR",
+        help="the agent process's working directory (default: the proxy's)",
+    )
+    proxy.add_argument(
+        "--max-message-bytes",
+        type=byte_count,
+        default=64 * 1024 * 1024,
+        metavar="N",
+        help="the longest line accepted from either side (default: 64 MiB)",
+    )
+    proxy.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="log more (-vv for debug)",
+    )
+    add_agent_options(proxy)  # --agent NAME, --config, --registry, --mcp
+    proxy.add_argument(
+        "agent_cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- AGENT_CMD [ARGS...]",
+        help="the agent command line, after --",
+    )
+    proxy.set_defaults(handler="acp_bridge.cli.proxy_cmd:proxy_command")

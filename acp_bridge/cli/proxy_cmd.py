@@ -1,0 +1,114 @@
+"""``acp-bridge proxy``: the editor's agent command (see docs/proxy.md).
+
+Reads the editor on fd 0 and writes it on fd 1 (protocol frames only); everything else goes
+to stderr or ``--log FILE``. SIGINT, SIGTERM and SIGHUP stop it like the editor's EOF: the
+agent tree is stopped gracefully, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+
+from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK, EXIT_USAGE
+from acp_bridge.cli.named_agents import resolve_agent
+from acp_bridge.errors import SpawnError
+from acp_bridge.process.policy import RestartPolicy
+from acp_bridge.process.spec import AgentSpec
+from acp_bridge.proxy.recorder import Recorder
+from acp_bridge.proxy.relay import ProxyOptions, ProxyRelay
+from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
+
+__all__ = ["proxy_command"]
+
+log = logging.getLogger("acp_bridge.proxy")
+
+
+def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    agent = resolve_agent(parser, args, sys.argv[1:])
+    if agent.mcp_servers:
+        parser.error(
+            "proxy: --mcp (and a named agent's MCP servers) cannot be used: the editor "
+            "chooses each session's MCP servers"
+        )
+    if args.redact and not args.record:
+        parser.error("proxy: --redact needs --record FILE")
+    verbosity = getattr(args, "verbose", 0) or 0
+    _configure_logging(args.log, verbosity)
+    spec = AgentSpec(
+        list(agent.argv),
+        name=agent.name or "",
+        cwd=Path(args.cwd) if args.cwd else None,
+        env=agent.env,
+    )
+    options = ProxyOptions(
+        grace_s=args.grace,
+        queueing=not args.no_queue,
+        startup_timeout_s=args.startup_timeout,
+        max_line_bytes=args.max_message_bytes,
+        policy=RestartPolicy(max_restarts=args.max_restarts),
+    )
+    recorder = None
+    if args.record:
+        try:
+            recorder = Recorder(args.record, redact_secrets=args.redact)
+        except OSError as exc:
+            print(f"acp-bridge proxy: cannot open {args.record}: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+    agent_log = logging.getLogger(f"acp_bridge.agent.{spec.name}")
+    relay = ProxyRelay(
+        spec,
+        FdReceiveStream(0),
+        FdSendStream(1),
+        options=options,
+        recorder=recorder,
+        base_env=os.environ,
+        stderr_forward=lambda line: agent_log.warning("%s", line),
+    )
+    try:
+        # The event loop: asyncio; ACP_BRIDGE_PROXY_BACKEND=trio runs the same relay on trio
+        # (the tests drive the proxy on both).
+        backend = os.environ.get("ACP_BRIDGE_PROXY_BACKEND", "asyncio")
+        code = anyio.run(_serve, relay, backend=backend)
+    except SpawnError as exc:  # pragma: no cover - reported by the relay already
+        print(f"acp-bridge proxy: {exc}", file=sys.stderr)
+        return EXIT_AGENT_FAILED
+    if relay.failure is not None:
+        print(f"acp-bridge proxy: agent {spec.name}: {relay.failure}", file=sys.stderr)
+    return code if code != EXIT_OK else EXIT_OK
+
+
+async def _serve(relay: ProxyRelay) -> int:
+    async with anyio.create_task_group() as tg:
+
+        async def watch_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
+                async for signum in sigs:
+                    log.info("got %s; stopping the agent", signal.Signals(signum).name)
+                    relay.stop()
+
+        tg.start_soon(watch_signals)
+        code = await relay.run()
+        tg.cancel_scope.cancel()
+    return code
+
+
+def _configure_logging(path: str | None, verbosity: int) -> None:
+    """Logs never go to stdout (it carries protocol frames). The agent's stderr lines are
+    logged at WARNING as ``acp_bridge.agent.<name>``, so they show by default."""
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    handler: logging.Handler = (
+        logging.FileHandler(path, encoding="utf-8") if path else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(logging.Formatter("acp-bridge proxy: %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)

@@ -1,0 +1,7 @@
+"""``acp-bridge proxy``: a transparent editor <-> agent relay with supervision.
+
+Pure parts: :mod:`.frames` (what the relay reads of a line), :mod:`.routing` (the id tables),
+:mod:`.turns` (per-session prompt queue and cancel grace), :mod:`.registry` (what is needed to
+restore sessions), :mod:`.redact` and :mod:`.script` (recording and replay). I/O: :mod:`.relay`,
+:mod:`.generation`, :mod:`.recorder`, :mod:`.replay`.
+"""

@@ -1,0 +1,224 @@
+"""Per-session prompt queue and cancel grace for the proxy. Pure: time comes in.
+
+Each session has at most one ``session/prompt`` in flight at the agent; a prompt the editor
+sends meanwhile waits in the session's FIFO and is forwarded when the turn in flight is
+answered (``queueing=False`` forwards every prompt at once, as the editor sent it). Each turn
+in flight has a :class:`~acp_bridge.client.turn_machine.TurnMachine`, which owns the cancel
+grace: the editor's ``session/cancel`` passes through to the agent and arms the window; if the
+agent has not answered when it expires, the bridge answers the editor ``cancelled`` itself and
+the agent is quarantined (replaced, the session restored before the next prompt).
+
+Decisions (documented in docs/proxy.md):
+
+* ``session/cancel`` also answers ``cancelled`` every prompt queued behind the turn at that
+  moment: the editor cancelled the session's pending work (claude-agent-acp does the same for
+  the prompts it queues).
+* A prompt sent during the grace window waits; it runs after the agent's answer, or is answered
+  ``cancelled`` too if the window expires (the agent is being replaced under it).
+* A turn cut by the agent's exit is not re-sent; the prompts queued behind it are forwarded once
+  the session is restored (they never reached the agent).
+
+Bound: ``max_queued`` prompts per session; one more is refused with an error response.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp_bridge.client.turn_machine import (
+    PromptAnswered,
+    PromptFailed,
+    Quarantine,
+    Tick,
+    TurnCancelRequested,
+    TurnMachine,
+    TurnState,
+    TurnTimings,
+)
+from acp_bridge.proxy.frames import IdKey, id_key
+
+__all__ = [
+    "AnswerCancelled",
+    "ArmGraceTimer",
+    "ForwardPrompt",
+    "PromptTurns",
+    "QuarantineAgent",
+    "QueuedPrompt",
+    "RefuseQueueFull",
+    "TurnsAction",
+]
+
+MAX_QUEUED = 64
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedPrompt:
+    session_id: str
+    id: Any
+    line: bytes
+    """The editor's request as it came, forwarded unchanged."""
+
+    @property
+    def key(self) -> IdKey:
+        return id_key(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardPrompt:
+    prompt: QueuedPrompt
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCancelled:
+    """Answer the editor ``{"stopReason": "cancelled"}`` for this prompt, now."""
+
+    prompt: QueuedPrompt
+
+
+@dataclass(frozen=True, slots=True)
+class ArmGraceTimer:
+    session_id: str
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineAgent:
+    session_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RefuseQueueFull:
+    prompt: QueuedPrompt
+
+
+TurnsAction = ForwardPrompt | AnswerCancelled | ArmGraceTimer | QuarantineAgent | RefuseQueueFull
+
+
+@dataclass
+class _Session:
+    in_flight: dict[IdKey, tuple[QueuedPrompt, TurnMachine]] = field(default_factory=dict)
+    queue: deque[QueuedPrompt] = field(default_factory=deque)
+
+
+class PromptTurns:
+    def __init__(
+        self, grace_s: float, *, queueing: bool = True, max_queued: int = MAX_QUEUED
+    ) -> None:
+        self._timings = TurnTimings(cancel_grace_s=grace_s)
+        self._queueing = queueing
+        self._max_queued = max_queued
+        self._sessions: dict[str, _Session] = {}
+
+    def is_busy(self, session_id: str) -> bool:
+        session = self._sessions.get(session_id)
+        return session is not None and bool(session.in_flight)
+
+    def queued(self, session_id: str) -> int:
+        session = self._sessions.get(session_id)
+        return 0 if session is None else len(session.queue)
+
+    def prompt(self, prompt: QueuedPrompt, now: float) -> list[TurnsAction]:
+        """The editor sent ``session/prompt``."""
+        session = self._sessions.setdefault(prompt.session_id, _Session())
+        if session.in_flight and self._queueing:
+            if len(session.queue) >= self._max_queued:
+                return [RefuseQueueFull(prompt)]
+            session.queue.append(prompt)
+            return []
+        session.in_flight[prompt.key] = (prompt, TurnMachine(self._timings, now=now))
+        return [ForwardPrompt(prompt)]
+
+    def answered(
+        self, session_id: str, key: IdKey, stop_reason: str | None, now: float
+    ) -> list[TurnsAction]:
+        """The agent answered a prompt (``stop_reason`` None: with an error). The answer
+        itself is forwarded by the caller; this says what to forward next."""
+        session = self._sessions.get(session_id)
+        if session is None or key not in session.in_flight:
+            return []
+        _prompt, machine = session.in_flight.pop(key)
+        if stop_reason is None:
+            machine.handle(PromptFailed("the agent answered with an error", recoverable=True))
+        else:
+            machine.handle(PromptAnswered(stop_reason))
+        return self._next(session_id, session, now)
+
+    def cancel(self, session_id: str, now: float) -> list[TurnsAction]:
+        """The editor sent ``session/cancel`` (it is forwarded to the agent as it is)."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            return []
+        actions: list[TurnsAction] = [AnswerCancelled(p) for p in session.queue]
+        session.queue.clear()
+        for _prompt, machine in session.in_flight.values():
+            if machine.state is TurnState.PROMPTING:
+                machine.handle(TurnCancelRequested("the editor cancelled the turn", now))
+                deadline = machine.next_deadline()
+                assert deadline is not None
+                actions.append(ArmGraceTimer(session_id, deadline))
+        return actions
+
+    def tick(self, session_id: str, now: float) -> list[TurnsAction]:
+        """A grace timer of ``session_id`` fired."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            return []
+        reason = None
+        for _prompt, machine in session.in_flight.values():
+            for action in machine.handle(Tick(now)):
+                if isinstance(action, Quarantine):
+                    reason = action.reason
+        if reason is None:
+            return []
+        # The agent is being replaced: every turn of this session ends cancelled, and what
+        # was queued behind them too.
+        actions: list[TurnsAction] = [QuarantineAgent(session_id, reason)]
+        actions += [AnswerCancelled(p) for p, _m in session.in_flight.values()]
+        actions += [AnswerCancelled(p) for p in session.queue]
+        session.in_flight.clear()
+        session.queue.clear()
+        return actions
+
+    def cut(self) -> list[QueuedPrompt]:
+        """The agent process is gone: every prompt in flight, in every session, is over (the
+        caller answers them). Queued prompts stay queued for :meth:`resume`."""
+        cut: list[QueuedPrompt] = []
+        for session in self._sessions.values():
+            cut += [prompt for prompt, _machine in session.in_flight.values()]
+            session.in_flight.clear()
+        return cut
+
+    def resume(
+        self, now: float, lost: Iterable[str] = ()
+    ) -> tuple[list[TurnsAction], list[QueuedPrompt]]:
+        """After a restore: forward the head of every queue with nothing in flight. Returns
+        the actions and the queued prompts of ``lost`` sessions (which the caller refuses)."""
+        refused: list[QueuedPrompt] = []
+        for session_id in lost:
+            session = self._sessions.pop(session_id, None)
+            if session is not None:
+                refused += session.queue
+        actions: list[TurnsAction] = []
+        for session_id, session in list(self._sessions.items()):
+            if not session.in_flight:
+                actions += self._next(session_id, session, now)
+        return actions, refused
+
+    def take_everything(self) -> list[QueuedPrompt]:
+        """Every queued prompt (the agent is gone for good); in-flight ones are the caller's."""
+        queued = [p for session in self._sessions.values() for p in session.queue]
+        self._sessions.clear()
+        return queued
+
+    def _next(self, session_id: str, session: _Session, now: float) -> list[TurnsAction]:
+        if session.in_flight or not session.queue:
+            if not session.in_flight and not session.queue:
+                del self._sessions[session_id]
+            return []
+        prompt = session.queue.popleft()
+        session.in_flight[prompt.key] = (prompt, TurnMachine(self._timings, now=now))
+        return [ForwardPrompt(prompt)]

@@ -1,0 +1,105 @@
+"""The proxy as a transparent relay: the real ``acp-bridge proxy`` process between a raw NDJSON
+editor and fixture agents."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.proxy.harness import agent, chunk_text, open_editor, prompt_params, proxy
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_turn_passes_through_and_eof_exits_0() -> None:
+    async with open_editor(proxy(agent_argv=agent("echo_agent.py"))) as editor:
+        session_id = await editor.handshake()
+        seen: list[dict[str, object]] = []
+        answer = await editor.response(
+            await editor.request("session/prompt", prompt_params(session_id, "hello world")), seen
+        )
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert "".join(t for m in seen if (t := chunk_text(m))) == "hello world"
+        assert await editor.close_and_wait() == 0
+
+
+async def _ext_session(argv: list[str]) -> list[bytes]:
+    """One scripted session against the extension agent; every line the editor read."""
+    async with open_editor(argv) as editor:
+        await editor.send_raw(
+            b'{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1,'
+            b' "clientCapabilities": {"fs": {"readTextFile": false}, "futureCap": {"y": 1.0}},'
+            b' "_meta": {"editor.example": "caf\\u00e9"}, "unknownParam": [1e2]}}'
+        )
+        await editor.response(0)
+        new = await editor.call("session/new", {"cwd": "/tmp", "mcpServers": [], "zz": 1})
+        session_id = new["result"]["sessionId"]
+        await editor.send_raw(
+            b'{"jsonrpc":"2.0","id":"h1","method":"_ext.example/hello","params":{"a":1.0,'
+            b'"_meta":{"m":[]}}}'
+        )
+        assert (await editor.response("h1"))["result"]["got"]["a"] == 1.0
+        await editor.send_raw(b'{"jsonrpc":"2.0","method":"_ext.example/note","params":{"n":2}}')
+        await editor.send_raw(b'{"jsonrpc":"2.0","id":"u1","method":"_unknown/thing"}')
+        assert (await editor.response("u1"))["error"]["code"] == -32601
+        await editor.send_raw(b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":77}}')
+        prompt = await editor.request("session/prompt", prompt_params(session_id, "go"))
+        ask = await editor.until(lambda m: m.get("method") == "_ext.example/ask")
+        assert ask["id"] == "ext-ask-1"
+        await editor.send_raw(
+            b'{"jsonrpc":"2.0","id":"ext-ask-1","result":{"ok": true,"_meta":{"e":1.0}}}'
+        )
+        answer = await editor.response(prompt)
+        assert answer["result"]["extra"] == 1.5
+        assert await editor.close_and_wait() == 0
+        return editor.lines
+
+
+async def test_extension_traffic_is_byte_equal_to_a_direct_session(tmp_path: Path) -> None:
+    direct_log, proxied_log = tmp_path / "direct.log", tmp_path / "proxied.log"
+    direct = await _ext_session(agent("ext_agent.py", "--received", str(direct_log)))
+    proxied = await _ext_session(
+        proxy(agent_argv=agent("ext_agent.py", "--received", str(proxied_log)))
+    )
+    # What the editor read, frame by frame, and what the agent read: the same bytes.
+    assert proxied == direct
+    assert proxied_log.read_bytes() == direct_log.read_bytes()
+    assert b'"n": 1.0, "big": 1e2, "name": "caf\\u00e9"' in b"\n".join(proxied)
+    assert b'"unknownParam": [1e2]' in proxied_log.read_bytes()
+
+
+_GENERATED = re.compile(rb'"(messageId|toolCallId|updatedAt)":"[^"]*"')
+
+
+def _normalised(lines: list[bytes], session_id: str, pid: int) -> list[bytes]:
+    """The lines with what the agent generates per run (ids, pid, times) blanked."""
+    return [
+        _GENERATED.sub(rb'"\1":"X"', line)
+        .replace(session_id.encode(), b"SESSION")
+        .replace(b'"pid":%d' % pid, b'"pid":PID')
+        for line in lines
+    ]
+
+
+async def _echo_session(argv: list[str]) -> list[bytes]:
+    async with open_editor(argv) as editor:
+        init = await editor.call(
+            "initialize", {"protocolVersion": 1, "_meta": {"x": 1}, "clientCapabilities": {}}
+        )
+        pid = init["result"]["_meta"]["fakeAcp"]["pid"]
+        new = await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        session_id = new["result"]["sessionId"]
+        for text in ("hello there world", "thought hmm; plan; tool; usage 5 100 0.5; echo done"):
+            await editor.call("session/prompt", prompt_params(session_id, text))
+        await editor.call("session/list", {})
+        assert await editor.close_and_wait() == 0
+        return _normalised(editor.lines, session_id, pid)
+
+
+async def test_a_fixture_session_is_the_same_direct_and_proxied_ids_aside() -> None:
+    direct = await _echo_session(agent("echo_agent.py", "--quiet"))
+    proxied = await _echo_session(proxy(agent_argv=agent("echo_agent.py", "--quiet")))
+    assert len(proxied) > 10
+    assert proxied == direct

@@ -1,0 +1,33 @@
+"""Editor EOF, SIGTERM or SIGINT: the proxy stops the whole agent tree and exits 0."""
+
+from __future__ import annotations
+
+import signal
+
+import psutil
+import pytest
+
+from tests.process.liveness import open_liveness
+from tests.proxy.harness import agent, open_editor, prompt_params, proxy
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("how", ["eof", "sigterm", "sigint"])
+async def test_shutdown_leaves_no_orphans(how: str) -> None:
+    async with open_liveness() as liveness:
+        agent_argv = agent("forking_agent.py", "--connect-back", str(liveness.port), "--quiet")
+        async with open_editor(proxy(agent_argv=agent_argv)) as editor:
+            peers = await liveness.accept(2)  # the agent and its grandchild
+            session_id = await editor.handshake()
+            await editor.call("session/prompt", prompt_params(session_id, "hi"))
+            tree = psutil.Process(editor.process.pid).children(recursive=True)
+            assert {p.pid for p in tree} >= {peer.pid for peer in peers}
+            if how == "eof":
+                code = await editor.close_and_wait()
+            else:
+                editor.process.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGINT)
+                code = await editor.close_and_wait()
+            assert code == 0
+            await liveness.assert_closed(*peers)
+            assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
