@@ -105,6 +105,9 @@ DEFAULT_KEYS: Final = (
 
 def _check_default(key: str, value: Any) -> str | None:
     """What is wrong with ``value`` for ``key``, or None."""
+    if key == "startup_timeout":
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        return None if ok else "must be a number of seconds > 0"
     if key in _DURATIONS:
         ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
         return None if ok else "must be a number of seconds >= 0 (0 = off for timeouts)"
