@@ -1,0 +1,105 @@
+"""The agent dies under the editor: the proxy restarts it, restores the sessions (load, replay
+hidden), answers the cut prompt with a recoverable error, cancels the dead agent's requests
+toward the editor, and reports sessions it could not restore as lost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.proxy.harness import agent, chunk_text, open_editor, prompt_params, proxy
+
+pytestmark = pytest.mark.anyio
+
+
+def _replayed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        m
+        for m in messages
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+    ]
+
+
+async def test_a_crash_mid_turn_keeps_every_session(tmp_path: Path) -> None:
+    flags = ["--quiet", "--history", str(tmp_path / "h.json")]
+    flags += ["--crash-once-file", str(tmp_path / "crashed")]
+    async with open_editor(proxy(agent_argv=agent("echo_agent.py", *flags))) as editor:
+        first = await editor.handshake()
+        second = (await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["result"][
+            "sessionId"
+        ]
+        await editor.call("session/prompt", prompt_params(first, "remember this"))
+        await editor.call("session/prompt", prompt_params(second, "and this"))
+        cut = await editor.call("session/prompt", prompt_params(first, "echo bye; crash KILL"))
+        error = cut["error"]
+        assert error["data"]["recoverable"] is True
+        assert error["data"]["agentExit"]["signal"] == 9
+        assert "killed by SIGKILL" in error["message"] and "restored" in error["message"]
+        after: list[dict[str, Any]] = []
+        for session_id in (first, second):
+            answer = await editor.response(
+                await editor.request("session/prompt", prompt_params(session_id, "again")), after
+            )
+            assert answer["result"] == {"stopReason": "end_turn"}
+        assert [chunk_text(m) for m in after if chunk_text(m)] == ["again"] * 2
+        assert _replayed(after) == []  # session/load replayed both sessions: none of it shown
+        assert await editor.close_and_wait() == 0
+
+
+async def test_requests_of_the_dead_agent_are_cancelled_toward_the_editor(tmp_path: Path) -> None:
+    flags = ["--quiet", "--history", str(tmp_path / "h.json"), "--crash-on", "permission"]
+    flags += ["--crash-once-file", str(tmp_path / "crashed"), "--exit-code", "7"]
+    async with open_editor(proxy(agent_argv=agent("permission_agent.py", *flags))) as editor:
+        session_id = await editor.handshake()
+        prompt = await editor.request("session/prompt", prompt_params(session_id, "permission"))
+        asked = await editor.until(lambda m: m.get("method") == "session/request_permission")
+        cancel = await editor.until(lambda m: m.get("method") == "$/cancel_request")
+        assert cancel["params"] == {"requestId": asked["id"]}
+        error = (await editor.response(prompt))["error"]
+        assert error["data"]["agentExit"]["returncode"] == 7
+        assert error["data"]["recoverable"] is True
+        # The late answer goes nowhere; the restored session works.
+        option = asked["params"]["options"][0]["optionId"]
+        await editor.send(
+            {
+                "jsonrpc": "2.0",
+                "id": asked["id"],
+                "result": {"outcome": {"outcome": "selected", "optionId": option}},
+            }
+        )
+        answer = await editor.call("session/prompt", prompt_params(session_id, "echo fine"))
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert await editor.close_and_wait() == 0
+
+
+async def test_a_session_that_cannot_be_restored_is_reported_lost(tmp_path: Path) -> None:
+    flags = ["--quiet", "--no-load", "--crash-once-file", str(tmp_path / "crashed")]
+    async with open_editor(proxy(agent_argv=agent("echo_agent.py", *flags))) as editor:
+        session_id = await editor.handshake()
+        cut = await editor.call("session/prompt", prompt_params(session_id, "crash 3"))
+        assert cut["error"]["data"]["recoverable"] is False
+        assert "could not be restored" in cut["error"]["message"]
+        lost = await editor.call("session/prompt", prompt_params(session_id, "hello"))
+        assert lost["error"]["code"] == -32002
+        assert "was lost when the agent restarted" in lost["error"]["message"]
+        # The editor goes on with a new session on the restarted agent.
+        new = await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        answer = await editor.call("session/prompt", prompt_params(new["result"]["sessionId"], "x"))
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert await editor.close_and_wait() == 0
+
+
+async def test_gone_for_good_answers_everything_then_exits_3() -> None:
+    argv = proxy("--max-restarts", "0", agent_argv=agent("echo_agent.py", "--quiet"))
+    async with open_editor(argv) as editor:
+        session_id = await editor.handshake()
+        cut = await editor.request("session/prompt", prompt_params(session_id, "sleep 100; crash 5"))
+        queued = await editor.request("session/prompt", prompt_params(session_id, "echo later"))
+        for request_id in (cut, queued):
+            error = (await editor.response(request_id))["error"]
+            assert "gone for good" in error["message"] and "exited with code 5" in error["message"]
+            assert error["data"]["recoverable"] is False
+        assert await editor.close_and_wait() == 3
