@@ -45,6 +45,14 @@ def seconds(text: str) -> float:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    """A duration in seconds that must be > 0 (a deadline that cannot be switched off)."""
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a number of seconds > 0, not 0")
+    return value
+
+
 def timeout_or_off(text: str) -> float | None:
     """A deadline in seconds; 0 means off (None)."""
     value = seconds(text)

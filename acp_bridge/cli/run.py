@@ -29,19 +29,20 @@ from typing import Any, Final
 import anyio
 
 from acp_bridge.cli.exit_codes import (
-    EXIT_AGENT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TURN_FAILED,
     EXIT_USAGE,
 )
+from acp_bridge.cli.failures import report_agent_failure, report_auth_required
 from acp_bridge.cli.named_agents import ResolvedAgent, resolve_agent
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
+from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
 from acp_bridge.cli.stdin_messages import check_messages, read_stdin
+from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.events import AgentGaveUp
 from acp_bridge.client.options import ClientOptions
-from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.fanout import lifecycle_json
@@ -248,12 +249,16 @@ async def _run(
     unsettled: set[int],
 ) -> int:
     interrupts = _Interrupts()
+    progress = StartupProgress(spec.name, args.startup_timeout)
     async with anyio.create_task_group() as tg:
         tg.start_soon(interrupts.watch)
+        tg.start_soon(progress.run)
         await anyio.lowlevel.checkpoint()  # the receiver is installed before the agent starts
         try:
             with interrupts.everything:
-                code = await _run_agent(args, store, record, spec, interrupts, unsettled)
+                code = await _run_agent(
+                    args, store, record, spec, interrupts, unsettled, progress
+                )
         finally:
             tg.cancel_scope.cancel()
     if interrupts.count:
@@ -275,15 +280,18 @@ async def _run_agent(
     spec: AgentSpec,
     interrupts: _Interrupts,
     unsettled: set[int],
+    progress: StartupProgress,
 ) -> int:
     printer = EventPrinter(json_mode=args.json, agent=spec.name)
     options = ClientOptions(
-        permission=_permission(args),
+        permission=permission_policy(args.permission),
         allow_fs_read=args.allow_fs,
         allow_fs_write=args.allow_fs,
         allow_terminal=args.allow_terminal,
         restart=RestartPolicy(max_restarts=args.max_restarts),
         cancel_grace_s=args.grace,
+        startup_timeout_s=args.startup_timeout,
+        auth_method=args.auth_method,
         base_env=dict(os.environ),
         stderr_forward=printer.agent_stderr if args.verbose else None,
     )
@@ -297,6 +305,7 @@ async def _run_agent(
     code = EXIT_INTERRUPTED
     try:
         async with open_supervised_agent(spec, options) as agent:
+            progress.finish()
             interrupts.agent = agent
             # The printer outlives the conversation: it prints every event, the final state of
             # a stopped turn included, and ends when the conversation closes its stream.
@@ -316,15 +325,19 @@ async def _run_agent(
                 raise
             _report_gave_up(agent, printer)
             await printer.flush()
-    except SpawnError as exc:
-        _say(f"{exc}. Check the agent command.")
-        return EXIT_AGENT_FAILED
-    except AgentError as exc:
-        _say(str(exc))
-        return EXIT_AGENT_FAILED
+            if not conversation.usage.is_empty:  # the conversation's total, one line
+                _say(f"usage: {conversation.usage.summary()}")
+            if agent.auth_failure is not None and not interrupts.count:
+                # The queue paused at the refused turn; the rest waits for a login.
+                return report_auth_required(printer, spec.name, agent.auth_failure)
+    except (SpawnError, AgentError) as exc:
+        progress.finish()
+        return report_agent_failure(printer, spec.name, exc)
     except BridgeError as exc:
         _say(str(exc))
         return EXIT_TURN_FAILED
+    finally:
+        progress.finish()
     return code
 
 
@@ -398,35 +411,6 @@ def _report_gave_up(agent: SupervisedAgent, printer: EventPrinter) -> None:
             name, data = lifecycle_json(event)
             printer.show({"event": name, "ts": round(time.time(), 6), **data})
             return
-
-
-def _permission(args: argparse.Namespace) -> PermissionPolicy:
-    mode = args.permission or "deny"
-    if mode == "ask":
-        return PermissionPolicy(PermissionMode.ASK, ask=_ask_on_terminal)
-    return PermissionPolicy(PermissionMode(mode))
-
-
-async def _ask_on_terminal(request: Any) -> str | None:
-    """Ask on the controlling terminal (stdin may carry the messages)."""
-    options = request.options
-
-    def ask() -> str | None:
-        try:
-            with open("/dev/tty", "r+", encoding="utf-8") as tty:
-                tty.write(f"\nacp-bridge: the agent asks: {request.tool_call.title or 'a tool'}\n")
-                for index, option in enumerate(options, 1):
-                    tty.write(f"  {index}) {option.name} [{option.kind}]\n")
-                tty.write("choose a number (empty: cancel): ")
-                tty.flush()
-                answer = tty.readline().strip()
-        except OSError:
-            return None
-        if answer.isdigit() and 1 <= int(answer) <= len(options):
-            return str(options[int(answer) - 1].option_id)
-        return None
-
-    return await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)
 
 
 def _say(text: str) -> None:

@@ -13,6 +13,7 @@ from acp_bridge.cli.options import (
     byte_count,
     count,
     directory,
+    positive_seconds,
     seconds,
     timeout_or_off,
 )
@@ -83,6 +84,20 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         action="store_true",
         help="with --resume or --conversation: send the conversation's failed recoverable "
         "messages again, in order, before the new ones",
+    )
+    run.add_argument(
+        "--startup-timeout",
+        type=positive_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long the agent gets to answer initialize before it is called not ready "
+        "(default: 30); on a terminal, a progress line shows the wait",
+    )
+    run.add_argument(
+        "--auth-method",
+        metavar="ID",
+        help="call authenticate with this method id after initialize (an agent that requires "
+        "authentication lists its method ids when it refuses; exit 3)",
     )
     run.add_argument(
         "--grace",

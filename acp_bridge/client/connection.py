@@ -98,6 +98,11 @@ class AgentConnection:
     async def authenticate(self, method_id: str) -> None:
         methods = {method.id: method for method in self.init.auth_methods if _method_id(method)}
         method = methods.get(method_id)
+        if method is None and methods:  # with none listed, the agent may still know it
+            offered = ", ".join(f"{m.id} ({m.name or m.id})" for m in methods.values())
+            raise LocalProtocolError(
+                f"{self.name} offers no auth method {method_id!r}; it offers {offered}"
+            )
         if isinstance(method, TerminalAuthMethod):
             raise LocalProtocolError(
                 f"{self.name}: auth method {method_id!r} is a terminal login; run the agent "

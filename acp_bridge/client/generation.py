@@ -74,6 +74,7 @@ class Generation:
         self._reasons: list[str] = []  # why we ended a process that was still running, if we did
         self._witness = StartupWitness()
         self._start_failure: BaseException | None = None
+        self._start_step = "initialize"
 
     @property
     def pid(self) -> int | None:
@@ -126,6 +127,7 @@ class Generation:
         )
         host.serve(peer, self.number)
         peer.add_observer(self._witness)
+        peer.invalid_log_level = logging.INFO  # a failed start is diagnosed in one sentence
         connection = AgentConnection(peer, name=host.name)
         async with anyio.create_task_group() as tg:
             await tg.start(peer.run)
@@ -150,6 +152,7 @@ class Generation:
                     host.generation_ready(self.number, connection)
             finally:
                 peer.remove_observer(self._witness)
+                peer.invalid_log_level = logging.WARNING
             await self._ended.wait()
             host.generation_ending(self.number)
             record = await self._exit_record(process, peer, spawned_at)
@@ -161,6 +164,7 @@ class Generation:
         with anyio.fail_after(self._options.startup_timeout_s):
             init = await connection.initialize(host.client_capabilities(), host.client_info())
             if self._options.auth_method is not None:
+                self._start_step = "authenticate"
                 await connection.authenticate(self._options.auth_method)
         host.emit(
             AgentStarted(
@@ -216,6 +220,7 @@ class Generation:
                     self._witness,
                     exit_description=described if exited_by_itself else None,
                     timeout_s=self._options.startup_timeout_s,
+                    step=self._start_step,
                 )
             ]
             described = ""

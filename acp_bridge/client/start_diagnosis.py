@@ -55,11 +55,13 @@ def diagnose_start(
     *,
     exit_description: str | None,
     timeout_s: float,
+    step: str = "initialize",
 ) -> str:
     """What the command did, as a clause after "could not be started: it".
 
     ``exit_description`` says how the process ended when it ended by itself ("exited with code
-    0"), and is ``None`` when the bridge stopped it (then how it died says nothing).
+    0"), and is ``None`` when the bridge stopped it (then how it died says nothing). ``step``
+    is the request that was under way (``initialize``, then ``authenticate``).
     """
     ended = f", then {exit_description}" if exit_description else ""
     if isinstance(failure, ProtocolVersionError):
@@ -92,7 +94,7 @@ def diagnose_start(
             "raise the startup timeout"
         )
     if isinstance(failure, RpcError):
-        return f"answered initialize with an error: {failure.message} ({failure.code}){ended}"
+        return f"answered {step} with an error: {failure.message} ({failure.code}){ended}"
     if exit_description and witness.inbound_lines == 0:
         return f"{exit_description} before answering initialize, without writing on stdout"
-    return f"failed during initialize: {failure}{ended}"
+    return f"failed during {step}: {failure}{ended}"

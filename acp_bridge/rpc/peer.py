@@ -109,6 +109,9 @@ class JsonRpcPeer:
         self._dispatcher = RequestDispatcher()
         self._notification_handlers: dict[str, tuple[NotificationHandler, bool]] = {}
         self._observers: list[Observer] = []
+        self.invalid_log_level = logging.WARNING
+        """How loudly a line that is not valid JSON-RPC is logged (a caller that explains it
+        in its own words, e.g. a failed start, turns it down)."""
         self._inflight: dict[RequestId, anyio.CancelScope] = {}
         self._max_requests_in_flight = max_requests_in_flight
         self._serving_slots = anyio.Semaphore(max_requests_in_flight)
@@ -360,7 +363,13 @@ class JsonRpcPeer:
         try:
             value = jsonrpc.decode_line(line)
         except FramingError as exc:
-            log.warning("%s sent an unreadable line (%s): %r", self.name, exc, line[:120])
+            log.log(
+                self.invalid_log_level,
+                "%s sent an unreadable line (%s): %r",
+                self.name,
+                exc,
+                line[:120],
+            )
             await self._reply(jsonrpc.error_response(None, RpcError.parse_error(str(exc))))
             return
         if type(value) is list:
@@ -383,7 +392,12 @@ class JsonRpcPeer:
             await self._start_serving(message)
         else:
             assert isinstance(message, BadMessage)
-            log.warning("%s sent an invalid message: %s", self.name, message.error.data)
+            log.log(
+                self.invalid_log_level,
+                "%s sent an invalid message: %s",
+                self.name,
+                message.error.data,
+            )
             if message.reply:
                 await self._reply(jsonrpc.error_response(message.id, message.error))
 
