@@ -254,7 +254,9 @@ def test_permission_ask_asks_on_the_terminal(tmp_path: Path, answer: bytes, outc
 
 def test_the_default_on_a_terminal_is_to_ask(tmp_path: Path) -> None:
     """--help says the default is "ask on a terminal, deny otherwise": the code now agrees."""
-    terminal = Terminal(["--store", str(tmp_path / "s.db"), "-m", "go", "--", *PERMISSION], tmp_path)
+    terminal = Terminal(
+        ["--store", str(tmp_path / "s.db"), "-m", "go", "--", *PERMISSION], tmp_path
+    )
     try:
         terminal.read_until(b"choose a number (empty: cancel): ")
         terminal.type(b"2\n")
