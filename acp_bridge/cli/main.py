@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from acp_bridge import __version__
-from acp_bridge.cli import agents_args, proxy_args, replay_args, run_args
+from acp_bridge.cli import agents_args, conversations_args, proxy_args, replay_args, run_args
 from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, HELP
 from acp_bridge.cli.options import OneLineParser
 
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler="acp_bridge.cli.demo:demo_command")
     # Each subcommand registers its arguments from a light module and names its handler as
     # "module:function", imported only when that subcommand runs.
-    for registrar in (run_args, agents_args, proxy_args, replay_args):
+    for registrar in (run_args, agents_args, proxy_args, replay_args, conversations_args):
         registrar.register(commands)
     return parser
 

@@ -1,0 +1,316 @@
+"""``conversations``, ``show`` and ``prune``: the stored conversations, read from the store.
+
+Reading never creates a store: with no file at ``--store``, ``conversations`` lists nothing and
+``show`` reports the id unknown. Opening an existing store of an older acp-bridge upgrades its
+schema (as ``run`` would); a store of a newer one is refused.
+
+An unknown conversation id is a usage error (exit 2), like ``run --conversation ID``: the
+command was given something that does not exist. ``show`` also takes a unique prefix of an id;
+an ambiguous prefix is exit 2 too, naming the candidates.
+
+``prune`` never removes a conversation that a running ``acp-bridge`` process owns: it takes the
+conversation's owner lock (see :mod:`.owner`) before deleting it, skips it when the lock is
+held, and removes the lock file of a conversation it deleted while it still holds the lock.
+Only owners that take the lock are seen: a library program driving a conversation without it
+is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
+from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
+from acp_bridge.conversation.store import (
+    ConversationRecord,
+    QueueStore,
+    StoredMessage,
+)
+from acp_bridge.conversation.transcript import REPLY_LIMIT_BYTES
+from acp_bridge.errors import QueueStoreError
+
+__all__ = ["conversations_command", "prune_command", "show_command"]
+
+_STATE_ORDER = ("running", "queued", "done", "cancelled", "superseded", "failed")
+
+
+class _Refused(Exception):
+    """A one-line error for stderr, exit 2."""
+
+
+def conversations_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    try:
+        with _open_store(args) as store:
+            summaries = [] if store is None else store.conversation_summaries()
+    except _Refused as exc:
+        return _fail(str(exc))
+    if args.json:
+        for summary in summaries:
+            _print_json(_conversation_json(summary.record, summary.states))
+        return EXIT_OK
+    if not summaries:
+        _say("no stored conversations")
+        return EXIT_OK
+    print(f"{'ID':<32}  {'LAST ACTIVITY':<19}  {'MESSAGES':<28}  CWD  AGENT")
+    for summary in summaries:
+        record = summary.record
+        states = _states_text(summary.states) or "none"
+        print(
+            f"{record.id:<32}  {_when(record.updated_at)}  {states:<28}  {record.cwd}  "
+            f"{_agent_text(record)}"
+        )
+    return EXIT_OK
+
+
+def show_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    try:
+        with _open_store(args) as store:
+            if store is None:
+                raise _Refused(
+                    f"no stored conversation {args.conversation_id!r}: there is no store at "
+                    f"{_store_path(args)}"
+                )
+            record = store.get_conversation(_resolve(store, args.conversation_id))
+            assert record is not None  # just resolved, and we hold no lock: it may be pruned
+            messages = store.messages(record.id)
+            states = _count_states(messages)
+    except _Refused as exc:
+        return _fail(str(exc))
+    if args.json:
+        document = _conversation_json(record, states)
+        document["messages"] = [_message_json(message) for message in messages]
+        _print_json(document)
+        return EXIT_OK
+    _print_transcript(record, messages, states)
+    return EXIT_OK
+
+
+def prune_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.older_than is None and args.keep is None:
+        parser.error("prune: say what to remove with --older-than DURATION and/or --keep N")
+    store_path = _store_path(args)
+    now = time.time()
+    removed = skipped = 0
+    try:
+        with _open_store(args) as store:
+            summaries = [] if store is None else store.conversation_summaries()
+            for index, summary in enumerate(summaries):  # most recently active first
+                record = summary.record
+                if args.keep is not None and index < args.keep:
+                    continue
+                if args.older_than is not None and now - record.updated_at <= args.older_than:
+                    continue
+                assert store is not None
+                if _remove(store, store_path, record.id, dry_run=args.dry_run):
+                    print(record.id, flush=True)
+                    removed += 1
+                else:
+                    skipped += 1
+    except _Refused as exc:
+        return _fail(str(exc))
+    verb = "would remove" if args.dry_run else "removed"
+    kept = f"; {skipped} skipped" if skipped else ""
+    _say(f"{verb} {removed} conversation{'' if removed == 1 else 's'}{kept}")
+    return EXIT_OK
+
+
+def _remove(store: QueueStore, store_path: Path, conversation_id: str, *, dry_run: bool) -> bool:
+    """Delete one conversation under its owner lock; False (and a line on stderr) when a running
+    process owns it or its owner cannot be checked."""
+    try:
+        owner = ConversationOwner(store_path, conversation_id)
+        owner.acquire()
+    except ConversationBusyError as exc:
+        _say(f"skipping {exc}")
+        return False
+    except (OSError, ValueError) as exc:
+        _say(f"skipping conversation {conversation_id}: cannot check its owner lock ({exc})")
+        return False
+    try:
+        if not dry_run:
+            store.delete_conversation(conversation_id)
+            owner.path.unlink(missing_ok=True)  # while held: no process can own it meanwhile
+    except QueueStoreError as exc:
+        raise _Refused(str(exc)) from exc
+    finally:
+        owner.release()
+    return True
+
+
+# -- reading the store --------------------------------------------------------------------------
+
+
+def _store_path(args: argparse.Namespace) -> Path:
+    return Path(args.store) if args.store else default_store_path()
+
+
+def default_store_path() -> Path:
+    """Where ``run`` keeps conversations by default. The same rule as
+    ``acp_bridge.cli.run.default_store_path``, repeated here because importing run costs about
+    a second (the wire models); one light module should hold it for both."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "acp-bridge" / "store.db"
+
+
+@contextmanager
+def _open_store(args: argparse.Namespace) -> Iterator[QueueStore | None]:
+    """The store at ``--store``, or None when there is no file there (nothing is created)."""
+    path = _store_path(args)
+    if not path.exists():
+        yield None
+        return
+    try:
+        store = QueueStore.open(path)
+    except QueueStoreError as exc:
+        raise _Refused(f"cannot read the store {path}: {exc}") from exc
+    try:
+        yield store
+    except QueueStoreError as exc:
+        raise _Refused(str(exc)) from exc
+    finally:
+        store.close()
+
+
+def _resolve(store: QueueStore, wanted: str) -> str:
+    """The id ``wanted`` names: itself, or the one id it is a prefix of."""
+    found = store.find_conversations(wanted) if wanted else []
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise _Refused(
+            f"no stored conversation {wanted!r} in {store.path} (acp-bridge conversations "
+            "lists them)"
+        )
+    listed = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+    raise _Refused(f"{wanted!r} is the start of several conversations ({listed}); say more")
+
+
+def _count_states(messages: list[StoredMessage]) -> dict[str, int]:
+    states: dict[str, int] = {}
+    for message in messages:
+        states[message.state.value] = states.get(message.state.value, 0) + 1
+    return states
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+
+def _conversation_json(record: ConversationRecord, states: dict[str, int]) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "cwd": record.cwd,
+        "agent": list(record.agent.get("argv") or []),
+        "sessionId": record.session_id,
+        "title": record.title,
+        "paused": record.paused,
+        "createdAt": record.created_at,
+        "updatedAt": record.updated_at,
+        "messages": {state: states[state] for state in _STATE_ORDER if state in states},
+        "usage": record.usage.to_json(),
+    }
+
+
+def _message_json(message: StoredMessage) -> dict[str, Any]:
+    return {
+        "seq": message.seq,
+        "state": message.state.value,
+        "stopReason": message.stop_reason,
+        "error": message.error,
+        "recoverable": message.recoverable,
+        "attempts": message.attempts,
+        "createdAt": message.created_at,
+        "startedAt": message.started_at,
+        "finishedAt": message.finished_at,
+        "prompt": message.content,
+        "reply": message.reply,
+        "replyTruncated": message.reply_truncated,
+        "usage": message.usage.to_json(),
+    }
+
+
+def _print_json(value: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+# -- text ----------------------------------------------------------------------------------------
+
+
+def _print_transcript(
+    record: ConversationRecord, messages: list[StoredMessage], states: dict[str, int]
+) -> None:
+    out = sys.stdout
+    out.write(f"conversation {record.id}\n")
+    out.write(f"  cwd       {record.cwd}\n")
+    out.write(f"  agent     {_agent_text(record)}\n")
+    out.write(f"  session   {record.session_id or '(none started)'}\n")
+    out.write(f"  created   {_when(record.created_at)}, last activity {_when(record.updated_at)}\n")
+    out.write(f"  messages  {_states_text(states) or 'none'}")
+    out.write(" (paused)\n" if record.paused else "\n")
+    out.write(f"  usage     {record.usage.summary()}\n")
+    for message in messages:
+        out.write(f"\n#{message.seq} {_outcome_text(message)}\n")
+        for line in _prompt_text(message.content).splitlines() or [""]:
+            out.write(f"> {line}\n")
+        if message.reply:
+            out.write(message.reply if message.reply.endswith("\n") else message.reply + "\n")
+        elif message.reply is None and message.is_final:
+            out.write("(no reply recorded)\n")
+        if message.reply_truncated:
+            out.write(f"[reply cut at {REPLY_LIMIT_BYTES // (1 << 20)} MiB]\n")
+        if not message.usage.is_empty:
+            out.write(f"  usage: {message.usage.summary()}\n")
+
+
+def _outcome_text(message: StoredMessage) -> str:
+    state = message.state.value
+    if message.stop_reason and state in ("done", "cancelled"):
+        state += f" ({message.stop_reason})"
+    if message.error is not None:
+        recoverable = "recoverable" if message.recoverable else "not recoverable"
+        state += f" ({recoverable}): {message.error.get('message', '')}"
+    if message.attempts > 1:
+        state += f", {message.attempts} attempts"
+    if message.finished_at is not None:
+        state += f", {_when(message.finished_at)}"
+    return state
+
+
+def _prompt_text(content: list[Any]) -> str:
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, dict):
+            parts.append(f"[{block.get('type', 'block')}]")
+    return "\n".join(parts)
+
+
+def _states_text(states: dict[str, int]) -> str:
+    return ", ".join(f"{states[s]} {s}" for s in _STATE_ORDER if s in states)
+
+
+def _agent_text(record: ConversationRecord) -> str:
+    argv = record.agent.get("argv") or []
+    return shlex.join(str(arg) for arg in argv) if argv else "(unknown)"
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def _say(text: str) -> None:
+    print(f"acp-bridge: {text}", file=sys.stderr, flush=True)
+
+
+def _fail(text: str) -> int:
+    _say(text)
+    return EXIT_USAGE

@@ -1,0 +1,206 @@
+"""``acp-bridge conversations``, ``show`` and ``prune`` through the real process, on stores that
+``acp-bridge run`` wrote (and one an older acp-bridge wrote)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from acp_bridge.cli.owner import lock_path
+from acp_bridge.conversation.store import QueueStore
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+}
+ECHO = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "echo_agent.py"), "--quiet"]
+
+
+def bridge(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "acp_bridge", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=60,
+    )
+
+
+def stored(store: Path, *texts: str) -> str:
+    """A conversation with these messages queued, written in-process (prune and lookups need no
+    agent); its id."""
+    with QueueStore.open(store) as opened:
+        record = opened.create_conversation(agent={"argv": ECHO}, cwd=str(ROOT), now=time.time())
+        for text in texts:
+            opened.add_message(record.id, [{"type": "text", "text": text}], now=time.time())
+        return record.id
+
+
+def ids(store: Path) -> list[str]:
+    with QueueStore.open(store) as opened:
+        return [record.id for record in opened.list_conversations()]
+
+
+def lines(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_run_then_conversations_and_show_give_the_transcript_and_the_usage(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "s.db"
+    first_message = "usage 10 100 0.25; tokens 3 4; echo hi there"
+    result = bridge(
+        "run", "--json", "--store", str(store), "-m", first_message,
+        "-m", "echo second; error", "--", *ECHO,
+    )  # fmt: skip
+    assert result.returncode == 4, result.stderr
+    ended = next(e for e in lines(result.stdout) if e["event"] == "turn_ended")
+    assert ended["usage"]["tokens"] == {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}
+    assert "acp-bridge: usage: tokens 3 in, 4 out, 7 total; cost 0.2500 USD" in result.stderr
+    conversation = next(e for e in lines(result.stdout) if e["event"] == "session")["conversation"]
+
+    listed = bridge("conversations", "--json", "--store", str(store))
+    assert listed.returncode == 0, listed.stderr
+    (entry,) = lines(listed.stdout)
+    assert entry["id"] == conversation and entry["cwd"] == str(ROOT)
+    assert entry["messages"] == {"done": 1, "failed": 1}
+    assert entry["agent"] == ECHO
+    assert entry["usage"]["cost"] == {"USD": 0.25}
+
+    table = bridge("conversations", "--store", str(store))
+    assert table.returncode == 0, table.stderr
+    assert conversation in table.stdout and "1 done, 1 failed" in table.stdout
+
+    shown = bridge("show", "--json", "--store", str(store), conversation[:8])
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)
+    first, second = document["messages"]
+    assert (first["state"], first["stopReason"], first["reply"]) == ("done", "end_turn", "hi there")
+    assert first["usage"]["context"] == {"used": 10, "size": 100}
+    assert second["state"] == "failed" and second["reply"] == "second"
+
+    text = bridge("show", "--store", str(store), conversation)
+    assert text.returncode == 0, text.stderr
+    assert "#1 done (end_turn)" in text.stdout and "> usage 10 100 0.25" in text.stdout
+    assert "\nhi there\n" in text.stdout and "#2 failed (recoverable)" in text.stdout
+
+
+def test_unknown_and_ambiguous_ids_are_one_line_usage_errors(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    missing = bridge("show", "--store", str(store), "nope")
+    assert missing.returncode == 2
+    assert missing.stderr.count("\n") == 1 and "no store" in missing.stderr
+    assert not store.exists()  # reading never creates a store
+    stored(store, "a")
+    stored(store, "b")
+    unknown = bridge("show", "--store", str(store), "nope")
+    assert unknown.returncode == 2
+    assert unknown.stderr.count("\n") == 1 and "no stored conversation 'nope'" in unknown.stderr
+    ambiguous = bridge("show", "--store", str(store), "")
+    assert ambiguous.returncode == 2 and ambiguous.stderr.count("\n") == 1
+    empty = bridge("conversations", "--store", str(tmp_path / "none.db"))
+    assert empty.returncode == 0 and empty.stdout == ""
+
+
+def test_prune_keeps_the_newest_skips_an_owned_one_and_dry_run_removes_nothing(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "s.db"
+    oldest, owned, newest = (stored(store, text) for text in ("a", "b", "c"))
+    assert bridge("prune", "--store", str(store)).returncode == 2  # say what to remove
+
+    dry = bridge("prune", "--dry-run", "--keep", "1", "--store", str(store))
+    assert dry.returncode == 0, dry.stderr
+    assert sorted(dry.stdout.split()) == sorted([oldest, owned])
+    assert len(ids(store)) == 3
+
+    lock = lock_path(store, owned)  # held as a running `acp-bridge run` holds it
+    lock.parent.mkdir(mode=0o700, exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write(f"{os.getpid()}\n")
+        held.flush()
+        pruned = bridge("prune", "--keep", "1", "--store", str(store))
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stdout.split() == [oldest]
+    assert f"conversation {owned} is in use by process {os.getpid()}" in pruned.stderr
+    assert ids(store) == [newest, owned]
+    assert not lock_path(store, oldest).exists()
+    with closing(sqlite3.connect(store)) as conn:  # its messages and events went with it
+        for table in ("messages", "events"):
+            query = f"SELECT COUNT(*) FROM {table} WHERE conversation_id = ?"
+            assert conn.execute(query, (oldest,)).fetchone()[0] == 0
+
+    assert bridge("prune", "--older-than", "1h", "--store", str(store)).stdout == ""
+    time.sleep(0.01)  # updated_at is in the past, strictly
+    everything = bridge("prune", "--older-than", "0s", "--store", str(store))
+    assert sorted(everything.stdout.split()) == sorted([newest, owned])
+
+
+V2_SCHEMA = """
+PRAGMA application_id = 1094930498;
+CREATE TABLE conversations (id TEXT PRIMARY KEY, created_at REAL NOT NULL,
+  updated_at REAL NOT NULL, agent TEXT NOT NULL, cwd TEXT NOT NULL, session_id TEXT,
+  mcp_servers TEXT NOT NULL DEFAULT '[]', additional_directories TEXT NOT NULL DEFAULT '[]',
+  config TEXT NOT NULL DEFAULT '{}', paused INTEGER NOT NULL DEFAULT 0, title TEXT);
+CREATE INDEX conversations_by_update ON conversations (updated_at);
+CREATE TABLE messages (conversation_id TEXT NOT NULL REFERENCES conversations (id)
+  ON DELETE CASCADE, seq INTEGER NOT NULL, content TEXT NOT NULL, state TEXT NOT NULL,
+  stop_reason TEXT, error TEXT, recoverable INTEGER, created_at REAL NOT NULL,
+  started_at REAL, finished_at REAL, position INTEGER NOT NULL DEFAULT 0,
+  attempts INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (conversation_id, seq));
+CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT NOT NULL
+  REFERENCES conversations (id) ON DELETE CASCADE, ts REAL NOT NULL, seq INTEGER,
+  kind TEXT NOT NULL, data TEXT NOT NULL,
+  FOREIGN KEY (conversation_id, seq) REFERENCES messages (conversation_id, seq));
+CREATE UNIQUE INDEX messages_queue ON messages (conversation_id, position)
+  WHERE state = 'queued';
+CREATE UNIQUE INDEX messages_running ON messages (conversation_id) WHERE state = 'running';
+CREATE INDEX messages_by_position ON messages (conversation_id, position);
+INSERT INTO conversations (id, created_at, updated_at, agent, cwd, session_id)
+  VALUES ('old', 1, 2, '{"argv": ["old-agent"]}', 'CWD', 'sess_old');
+INSERT INTO messages VALUES ('old', 1, '[{"type": "text", "text": "hello"}]', 'done',
+  'end_turn', NULL, NULL, 1, 1.5, 2, 1, 1);
+PRAGMA user_version = 2;
+"""
+
+
+def test_a_store_written_by_the_previous_schema_is_upgraded_and_read(tmp_path: Path) -> None:
+    store = tmp_path / "old.db"
+    with closing(sqlite3.connect(store)) as conn:
+        conn.executescript(V2_SCHEMA.replace("CWD", str(tmp_path)))
+    listed = bridge("conversations", "--json", "--store", str(store))
+    assert listed.returncode == 0, listed.stderr
+    (entry,) = lines(listed.stdout)
+    assert (entry["id"], entry["messages"], entry["usage"]) == ("old", {"done": 1}, {})
+    shown = bridge("show", "--store", str(store), "old")
+    assert shown.returncode == 0, shown.stderr
+    assert "#1 done (end_turn)" in shown.stdout and "> hello" in shown.stdout
+    assert "(no reply recorded)" in shown.stdout
+    with closing(sqlite3.connect(store)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    # and run goes on with it: a new message gets its reply stored
+    cont = bridge("run", "--store", str(store), "--conversation", "old", "-m", "echo later",
+                  "--cwd", str(tmp_path), "--", *ECHO)  # fmt: skip
+    assert cont.returncode == 0, cont.stderr
+    document = json.loads(bridge("show", "--json", "--store", str(store), "old").stdout)
+    assert [m["reply"] for m in document["messages"]] == [None, "later"]
+
+
+def test_the_default_store_is_the_one_run_uses(tmp_path: Path, monkeypatch: Any) -> None:
+    from acp_bridge.cli import conversations_cmd, run
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert conversations_cmd.default_store_path() == run.default_store_path()
+    assert conversations_cmd.default_store_path() == tmp_path / "acp-bridge" / "store.db"
