@@ -327,8 +327,6 @@ async def _run_agent(
             await printer.flush()
             if not conversation.usage.is_empty:  # the conversation's total, one line
                 _say(f"usage: {conversation.usage.summary()}")
-            if not conversation.usage.is_empty:  # the conversation's total, one line
-                _say(f"usage: {conversation.usage.summary()}")
             if agent.auth_failure is not None and not interrupts.count:
                 # The queue paused at the refused turn; the rest waits for a login.
                 return report_auth_required(printer, spec.name, agent.auth_failure)
