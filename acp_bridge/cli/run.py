@@ -167,7 +167,7 @@ def _conversation(
         )
     reconcile(
         record,
-        cwd=cwd if args.cwd else record.cwd,
+        cwd=cwd,  # without --cwd, the current directory: never quietly somewhere else
         mcp_servers=_mcp_servers_now(agent, record),
         history=store.events(record.id),
     )

@@ -155,3 +155,26 @@ def test_retry_failed_needs_a_conversation_to_continue(tmp_path: Path) -> None:
     result = run("--store", str(tmp_path / "s.db"), "--retry-failed", "-m", "hi", "--", *ECHO)
     assert result.returncode == 2
     assert "--retry-failed needs --resume" in result.stderr
+
+
+def test_a_conversation_continued_from_another_directory_is_refused_naming_both(
+    tmp_path: Path,
+) -> None:
+    """Before, ``--conversation ID`` without ``--cwd`` quietly continued in the stored
+    directory, whatever directory the user ran it from."""
+    store = str(tmp_path / "s.db")
+    first = run("--store", store, "--json", "-m", "hi", "--", *ECHO)
+    conversation = conversation_of(first)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    refused = subprocess.run(
+        [sys.executable, "-m", "acp_bridge", "run", "--store", store,
+         "--conversation", conversation, "-m", "again"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=elsewhere, env=ENV,
+        timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert f"was started in {ROOT}, not {elsewhere}" in refused.stderr
+    assert f"--cwd {ROOT}" in refused.stderr
+    from_there = run("--store", store, "--conversation", conversation, "-m", "again")
+    assert from_there.returncode == 0, from_there.stderr
