@@ -14,7 +14,7 @@ from typing import Final
 
 from acp_bridge.errors import ErrorCode, RpcError
 
-__all__ = ["MAX_PROVIDER_MESSAGE", "is_rate_limit", "to_rpc_error"]
+__all__ = ["MAX_PROVIDER_MESSAGE", "is_rate_limit", "to_rpc_error", "unwrap"]
 
 MAX_PROVIDER_MESSAGE: Final = 600
 """The provider's message is cut to this many characters (some echo whole requests)."""
@@ -50,15 +50,26 @@ _KINDS: Final = (
 )
 
 
+def unwrap(exc: BaseException) -> BaseException:
+    """The provider's own error inside litellm's wrapper for failures met while streaming."""
+    for _ in range(4):  # bounded: wrappers do not nest deeper than this
+        inner = getattr(exc, "original_exception", None)
+        if type(exc).__name__ != "MidStreamFallbackError" or not isinstance(inner, Exception):
+            break
+        exc = inner
+    return exc
+
+
 def _names(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
 def is_rate_limit(exc: BaseException) -> bool:
-    return "RateLimitError" in _names(exc)
+    return "RateLimitError" in _names(unwrap(exc))
 
 
 def to_rpc_error(exc: BaseException, model: str) -> RpcError:
+    exc = unwrap(exc)
     names = _names(exc)
     for name, kind, what, retryable in _KINDS:
         if name in names:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from acp_bridge.cli.options import OneLineParser, count
+from acp_bridge.cli.options import OneLineParser, count, seconds
 
 __all__ = ["register"]
 
@@ -76,6 +76,13 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         default=4,
         metavar="N",
         help="retries of a rate-limited request, with doubling backoff (default 4)",
+    )
+    agent.add_argument(
+        "--retry-delay",
+        type=seconds,
+        default=0.5,
+        metavar="SECONDS",
+        help="the first rate-limit backoff, doubling each retry up to 8 s (default 0.5)",
     )
     agent.add_argument(
         "--mode",

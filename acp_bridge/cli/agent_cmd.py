@@ -27,7 +27,7 @@ def agent_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     from acp_bridge.agents.config import DEFAULT_MODEL, AgentConfig, default_history_path
     from acp_bridge.agents.mock_script import MockScript, MockScriptError
 
-    script = Path(args.mock_script) if args.mock_script else None
+    script = Path(args.mock_script).resolve() if args.mock_script else None
     if script is not None:
         try:
             MockScript.parse(script.read_text(encoding="utf-8"))
@@ -42,6 +42,7 @@ def agent_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         history_path=Path(args.history) if args.history else default_history_path(),
         max_turn_requests=args.max_turn_requests,
         max_rate_limit_retries=args.max_retries,
+        retry_base_delay_s=args.retry_delay,
         default_mode=args.mode,
     )
     from acp_bridge.agents.server import serve

@@ -1,0 +1,74 @@
+"""The core never pays for the agent: ``import acp_bridge``, the library's API, the CLI's parser
+and the agent's own modules import no litellm (only a running agent does, in its process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.agents.agent_client import ROOT, SCRIPT, agent_env, requires_litellm
+
+_CHECK = """
+import sys
+{body}
+loaded = sorted(m for m in sys.modules if m == "litellm" or m.startswith(("litellm.", "acp.")))
+assert not loaded, loaded
+assert "acp" not in sys.modules
+print("clean")
+"""
+
+
+def _run_clean(body: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _CHECK.format(body=body)],
+        capture_output=True,
+        text=True,
+        env=agent_env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "clean"
+
+
+def test_import_and_api_do_not_import_litellm() -> None:
+    _run_clean(
+        "import acp_bridge\n"
+        "acp_bridge.open_supervised_agent, acp_bridge.ClientOptions, acp_bridge.AgentSpec\n"
+        "import acp_bridge.conversation.opening"
+    )
+
+
+def test_cli_help_does_not_import_litellm() -> None:
+    _run_clean(
+        "from acp_bridge.cli.main import main\n"
+        "for argv in (['--help'], ['agent', '--help'], ['demo', '--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code == 0, exit.code\n"
+    )
+
+
+def test_agent_modules_import_litellm_only_when_running() -> None:
+    _run_clean(
+        "import acp_bridge.agents.server, acp_bridge.agents.model, acp_bridge.agents.turn\n"
+        "import acp_bridge.cli.agent_cmd, acp_bridge.cli.demo"
+    )
+
+
+@requires_litellm
+def test_bad_mock_script_is_one_line_exit_2(tmp_path: object) -> None:
+    bad = ROOT / "pyproject.toml"  # not JSON
+    result = subprocess.run(
+        [sys.executable, "-m", "acp_bridge", "agent", "--mock-script", str(bad)],
+        capture_output=True,
+        text=True,
+        env=agent_env(),
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "bad --mock-script" in result.stderr
+    assert SCRIPT.is_file()
