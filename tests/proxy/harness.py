@@ -76,7 +76,10 @@ class Editor:
         return message
 
     async def until(
-        self, predicate: Callable[[dict[str, Any]], bool], *, seen: list[dict[str, Any]] | None = None
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        *,
+        seen: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Read until a message matches; the ones before it go to ``seen``."""
         with anyio.fail_after(WAIT_S):
@@ -87,7 +90,9 @@ class Editor:
                 if seen is not None:
                     seen.append(message)
 
-    async def response(self, request_id: Any, seen: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    async def response(
+        self, request_id: Any, seen: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         return await self.until(
             lambda m: m.get("id") == request_id and "method" not in m, seen=seen
         )
@@ -96,7 +101,9 @@ class Editor:
         return await self.response(await self.request(method, params))
 
     async def handshake(self, cwd: str = "/tmp") -> str:
-        init = await self.call("initialize", {"protocolVersion": 1, "clientInfo": {"name": "t", "version": "1"}})
+        init = await self.call(
+            "initialize", {"protocolVersion": 1, "clientInfo": {"name": "t", "version": "1"}}
+        )
         assert "result" in init, init
         new = await self.call("session/new", {"cwd": cwd, "mcpServers": []})
         session_id: str = new["result"]["sessionId"]

@@ -18,7 +18,9 @@ GRACE_S = 0.3
 
 async def test_a_stubborn_cancel_is_answered_at_the_grace_window(tmp_path: Path) -> None:
     flags = ["--quiet", "--history", str(tmp_path / "h.json")]
-    argv = proxy("--grace", str(GRACE_S), agent_argv=agent("echo_agent.py", "--on-cancel", "ignore", *flags))
+    argv = proxy(
+        "--grace", str(GRACE_S), agent_argv=agent("echo_agent.py", "--on-cancel", "ignore", *flags)
+    )
     async with open_editor(argv) as editor:
         session_id = await editor.handshake()
         # Chunks keep coming through the cancel and after it: the agent ignores it.

@@ -26,9 +26,12 @@ async def _permission_session(argv: list[str]) -> list[dict[str, Any]]:
     """A session with a permission request; every message the editor read."""
     async with open_editor(argv) as editor:
         await editor.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        server = {"name": "tools", "command": "/bin/true", "args": [], "env": [
-            {"name": "API_KEY", "value": SECRET}
-        ]}
+        server = {
+            "name": "tools",
+            "command": "/bin/true",
+            "args": [],
+            "env": [{"name": "API_KEY", "value": SECRET}],
+        }
         new = await editor.call("session/new", {"cwd": "/tmp", "mcpServers": [server]})
         session_id = new["result"]["sessionId"]
         prompt = await editor.request("session/prompt", prompt_params(session_id, "permission"))
@@ -76,9 +79,10 @@ async def test_a_diverging_client_fails_clearly() -> None:
         await editor.call("initialize", {"protocolVersion": 1})
         wrong = await editor.call("session/list", {})
         assert wrong["error"]["message"].startswith("replay diverged after 1 of ")
-        assert "expected a session/new request, got a session/list request" in wrong["error"][
-            "message"
-        ]
+        assert (
+            "expected a session/new request, got a session/list request"
+            in wrong["error"]["message"]
+        )
         assert await editor.close_and_wait() == 4
 
 

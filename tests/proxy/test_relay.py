@@ -44,7 +44,9 @@ async def _ext_session(argv: list[str]) -> list[bytes]:
         await editor.send_raw(b'{"jsonrpc":"2.0","method":"_ext.example/note","params":{"n":2}}')
         await editor.send_raw(b'{"jsonrpc":"2.0","id":"u1","method":"_unknown/thing"}')
         assert (await editor.response("u1"))["error"]["code"] == -32601
-        await editor.send_raw(b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":77}}')
+        await editor.send_raw(
+            b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":77}}'
+        )
         prompt = await editor.request("session/prompt", prompt_params(session_id, "go"))
         ask = await editor.until(lambda m: m.get("method") == "_ext.example/ask")
         assert ask["id"] == "ext-ask-1"

@@ -96,7 +96,9 @@ async def test_gone_for_good_answers_everything_then_exits_3() -> None:
     argv = proxy("--max-restarts", "0", agent_argv=agent("echo_agent.py", "--quiet"))
     async with open_editor(argv) as editor:
         session_id = await editor.handshake()
-        cut = await editor.request("session/prompt", prompt_params(session_id, "sleep 100; crash 5"))
+        cut = await editor.request(
+            "session/prompt", prompt_params(session_id, "sleep 100; crash 5")
+        )
         queued = await editor.request("session/prompt", prompt_params(session_id, "echo later"))
         for request_id in (cut, queued):
             error = (await editor.response(request_id))["error"]
