@@ -204,3 +204,36 @@ def test_the_default_store_is_the_one_run_uses(tmp_path: Path, monkeypatch: Any)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     assert conversations_cmd.default_store_path() == run.default_store_path()
     assert conversations_cmd.default_store_path() == tmp_path / "acp-bridge" / "store.db"
+
+
+def test_a_bridge_killed_mid_turn_loses_no_cost_and_counts_nothing_twice(tmp_path: Path) -> None:
+    store, history = str(tmp_path / "s.db"), str(tmp_path / "history.json")
+    agent = [*ECHO, "--history", history]  # the session outlives each agent: load works
+    spend = "usage 10 100 0.5; tokens 1 1; echo a"
+    first = bridge("run", "--store", store, "-m", spend, "--", *agent)
+    assert first.returncode == 0, first.stderr
+    killed = subprocess.Popen(
+        [sys.executable, "-m", "acp_bridge", "run", "--json", "--resume", "--store", store,
+         "-m", "usage 20 100 0.7; wait", "--", *agent],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT, env=ENV,
+    )  # fmt: skip
+    assert killed.stdout is not None
+    for line in killed.stdout:  # the agent reported the cumulative 0.7 to the bridge: kill it
+        event = json.loads(line)
+        if event["event"] == "update" and event["update"]["sessionUpdate"] == "usage_update":
+            killed.kill()
+            break
+    killed.wait(timeout=30)
+    killed.stdout.close()
+    spend = "usage 30 100 0.9; echo c"
+    last = bridge("run", "--resume", "--store", store, "-m", spend, "--", *agent)
+    assert last.returncode == 4, last.stderr  # it answers for the message the kill cut
+    conversation = json.loads(bridge("conversations", "--json", "--store", store).stdout)["id"]
+    document = json.loads(bridge("show", "--json", "--store", store, conversation).stdout)
+    assert [m["state"] for m in document["messages"]] == ["done", "failed", "done"]
+    costs = [m["usage"].get("cost") for m in document["messages"]]
+    # The killed turn's growth was never stored with its message; the next snapshot is measured
+    # from the last stored baseline (0.5), so the conversation still totals 0.9, once.
+    assert costs == [{"USD": 0.5}, None, {"USD": 0.4}]
+    assert document["usage"]["cost"] == {"USD": 0.9}
+    assert document["usage"]["tokens"]["totalTokens"] == 2
