@@ -22,8 +22,8 @@ counted once; ``turn_ended`` and ``turn_failed`` carry the turn's ``usage``, and
 Permission decisions and closed tool calls are logged too (resuming checks the tool calls the
 history used), but they come at the agent's pace, so each one is *not* its own fsynced commit:
 they are kept in a pending batch and written with the turn's final state, in that commit, or
-earlier in one commit per :data:`LOG_BATCH` entries. A crash of the bridge loses at most the
-pending batch of the turn it cut (that turn is then recorded failed, recoverable).
+earlier in one commit per :data:`~.journal.LOG_BATCH` entries. A crash of the bridge loses at
+most the pending batch of the turn it cut (that turn is then recorded failed, recoverable).
 
 Stopping. :meth:`Conversation.shutdown` (run when :func:`open_conversation` exits, however it
 exits) closes the queue, cancels the running turn, and waits, at most :attr:`stop_bound_s`, for
@@ -55,8 +55,8 @@ from acp_bridge.client.events import (
 )
 from acp_bridge.client.session import Session, to_blocks
 from acp_bridge.client.supervisor import SupervisedAgent
-from acp_bridge.client.turn import Turn
 from acp_bridge.conversation.fanout import ConversationEvent, EventFanout
+from acp_bridge.conversation.journal import LOG_BATCH, TurnJournal, answered_usage, final_event
 from acp_bridge.conversation.publishing import EventPublisher
 from acp_bridge.conversation.queue import QueueMachine
 from acp_bridge.conversation.queue_model import (
@@ -67,12 +67,10 @@ from acp_bridge.conversation.queue_model import (
     Idle,
     MessageFinal,
     MessageRecord,
-    MessageState,
     ReviveAgent,
     StartTurn,
 )
-from acp_bridge.conversation.store import ConversationRecord, FinishedTurn, LogEntry, QueueStore
-from acp_bridge.conversation.transcript import TurnRecord
+from acp_bridge.conversation.store import ConversationRecord, QueueStore
 from acp_bridge.conversation.usage import Usage
 from acp_bridge.errors import AgentError, BridgeError, ResourceClosedError
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
@@ -84,8 +82,6 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _STOP_OR_CLOSE = ("stop", "close", "interrupt")
 
-LOG_BATCH: Final = 256
-"""Pending permission / tool-call log entries written in one commit when this many wait."""
 STOP_NOW_WAIT_S: Final = 0.25
 """After :meth:`Conversation.stop_now`, how long closing still waits for the turn to close."""
 _RECORD_MARGIN_S: Final = 1.0
@@ -144,10 +140,7 @@ class Conversation:
         # Prompts sent in this process, until their turn starts (later ones read the store).
         self._prompts: dict[int, list[dict[str, Any]]] = {}
         self._turn_started_at: float | None = None
-        self._pending_log: list[LogEntry] = []
-        self._usage = record.usage
-        self._meter = record.cost_meter
-        self._record: TurnRecord | None = None  # the running turn's reply and usage
+        self._journal = TurnJournal(record.usage, record.cost_meter)
         self._acting = anyio.Lock()
         self._turns = _Turns()
         self._turns.none_left.set()
@@ -223,7 +216,7 @@ class Conversation:
     def usage(self) -> Usage:
         """What the conversation's messages spent so far (stored ones included), and the
         latest context snapshot. Updated when each message reaches its final state."""
-        return self._usage
+        return self._journal.usage
 
     async def wait_idle(self) -> str:
         """Wait until no turn runs and none will start by itself; returns why
@@ -305,7 +298,7 @@ class Conversation:
         as stored now, whose usage totals and cost meter this one continues."""
         async with self._acting:
             if stored is not None:
-                self._usage, self._meter = stored.usage, stored.cost_meter
+                self._journal.continue_from(stored.usage, stored.cost_meter)
             self._machine, actions = QueueMachine.restore(records, paused=paused)
             await self._perform(actions)
 
@@ -364,22 +357,20 @@ class Conversation:
                 now=self._clock(),
                 event=("turn_started", started_event),
             )
-            self._record = TurnRecord(seq, self._meter)
+            self._journal.turn_started(seq)
             await self.emit("turn_started", started_event)
         self._turn_started_at = time.monotonic()
         self._events.turn_started(seq)
         try:
             outcome = await self._driver.run(blocks, lambda event: self._on_turn_event(seq, event))
         except BridgeError as exc:  # no turn started: the agent is gone, or was closed
-            self._record = None
+            self._journal.turn_not_started()
             failure = Failed(str(exc), False)
             await self._act(lambda: self._machine.turn_ended(seq, failure))
             if not isinstance(exc, ResourceClosedError):
                 await self._act(self._machine.agent_gone)
             return
-        record = self._record
-        if record is not None and record.seq == seq:
-            record.observe_answer(await _answered_usage(self._driver))
+        self._journal.observe_answer(seq, await answered_usage(self._driver))
         if outcome.status == "cancelled" and outcome.cancel_reason not in _STOP_OR_CLOSE:
             await self._act(lambda: self._machine.turn_timed_out(seq))  # the driver's deadline
         if outcome.status == "failed":
@@ -396,59 +387,28 @@ class Conversation:
         await self._act(decide)
 
     async def _finish(self, final: MessageFinal) -> None:
-        error = None
-        if final.error is not None:
-            error = {"code": "turn_failed", "message": final.error, "details": {}}
-        state = final.state.name.lower()
-        turn = self._take_turn(final.seq)
-        if final.state is MessageState.FAILED:
-            name = "turn_failed"
-            data: dict[str, Any] = {
-                "seq": final.seq,
-                "error": self.structured_error(error or {}, final.recoverable),
-                "recoverable": final.recoverable,
-            }
-        else:
-            name = "turn_ended"
-            done = final.state is MessageState.DONE
-            started = self._turn_started_at
-            duration_ms = 0.0 if started is None else (time.monotonic() - started) * 1000
-            data = {
-                "seq": final.seq,
-                "stopReason": final.stop_reason if done else "cancelled",
-                "state": state,
-                "duration_ms": round(duration_ms, 1),
-            }
-        if turn is not None:
-            data["usage"] = turn.usage.to_json()
-        pending, self._pending_log = self._pending_log, []
+        turn = self._journal.take_turn(final.seq)
+        started = self._turn_started_at
+        duration_ms = 0.0 if started is None else (time.monotonic() - started) * 1000
+        end = final_event(final, turn, duration_ms, self.structured_error)
         changed = await self._db(
             self._store.finish,
             self.id,
             final.seq,
-            state,
+            end.state,
             stop_reason=final.stop_reason,
-            error=error,
+            error=end.error,
             recoverable=final.recoverable,
             now=self._clock(),
-            log=pending,  # the turn's batched entries and its end: one commit, one fsync
-            event=(name, data),
+            log=self._journal.take_log(),  # the turn's batched entries and its end: one commit
+            event=(end.name, end.data),
             turn=turn,
         )
         if changed and turn is not None:
-            self._usage, self._meter = self._usage.plus(turn.usage), turn.meter
+            self._journal.settled(turn)
         if changed:
-            await self.emit(name, data)
+            await self.emit(end.name, end.data)
         self._events.turn_final(final.seq)
-
-    def _take_turn(self, seq: int) -> FinishedTurn | None:
-        """What the turn of ``seq`` left, if it ran in this process (once)."""
-        record = self._record
-        if record is None or record.seq != seq:
-            return None
-        self._record = None
-        reply = record.reply
-        return FinishedTurn(reply.text, reply.truncated, record.spent(), record.usage.meter)
 
     def structured_error(self, error: dict[str, Any], recoverable: bool | None) -> dict[str, Any]:
         """A structured error for callers: what happened, to which agent and session, and
@@ -469,9 +429,7 @@ class Conversation:
 
     async def _on_turn_event(self, seq: int, event: TurnEvent) -> None:
         if isinstance(event, UpdateReceived):
-            record = self._record
-            if record is not None and record.seq == seq:
-                record.observe(event.session_id, event.raw)
+            self._journal.observe_update(seq, event.session_id, event.raw)
             await self.emit(
                 "update", {"seq": seq, "sessionId": event.session_id, "update": event.raw}
             )
@@ -492,12 +450,11 @@ class Conversation:
 
     async def _log_later(self, name: str, data: dict[str, Any], seq: int) -> None:
         """Log with the turn's final commit (bounded: a full batch is written at once)."""
-        self._pending_log.append((name, data, seq))
-        if len(self._pending_log) >= LOG_BATCH:
+        if self._journal.log_later((name, data, seq)):
             await self._flush_log()
 
     async def _flush_log(self) -> None:
-        pending, self._pending_log = self._pending_log, []
+        pending = self._journal.take_log()
         if pending:
             await self._db(self._store.add_events, self.id, pending, now=self._clock())
 
@@ -532,18 +489,3 @@ class Conversation:
     async def _db(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         # SQLite commits fsync: keep them off the event loop.
         return await anyio.to_thread.run_sync(lambda: method(*args, **kwargs))
-
-
-async def _answered_usage(driver: TurnDriver) -> dict[str, Any] | None:
-    """The ``usage`` of the prompt response of the driver's last turn, if it answered with one.
-
-    Stopgap: TurnDriver does not expose the response yet, so this reads the turn it keeps
-    (``_turn``); ``TurnDriver.last_response`` (or ``TurnOutcome.usage``) would replace it."""
-    turn: Turn | None = getattr(driver, "_turn", None)
-    if turn is None or not turn.is_done:
-        return None
-    try:
-        response = await turn.wait()  # ended: returns at once
-    except Exception:  # it failed (a crash, an error answer): nothing was reported
-        return None
-    return None if response.usage is None else response.usage.dump()
