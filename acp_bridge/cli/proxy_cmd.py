@@ -8,6 +8,7 @@ agent tree is stopped gracefully, exit 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -61,6 +62,7 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         except OSError as exc:
             print(f"acp-bridge proxy: cannot open {args.record}: {exc.strerror}", file=sys.stderr)
             return EXIT_USAGE
+    _widen_pipe(1)
     agent_log = logging.getLogger(f"acp_bridge.agent.{spec.name}")
     relay = ProxyRelay(
         spec,
@@ -97,6 +99,16 @@ async def _serve(relay: ProxyRelay) -> int:
         code = await relay.run()
         tg.cancel_scope.cancel()
     return code
+
+
+def _widen_pipe(fd: int) -> None:
+    """Give the pipe to the editor a 1 MiB buffer where Linux allows it (F_SETPIPE_SZ): a
+    burst of updates then goes out in fewer, larger writes, each waking the editor once."""
+    import fcntl
+
+    set_pipe_size = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, set_pipe_size, 1 << 20)
 
 
 def _configure_logging(path: str | None, verbosity: int) -> None:

@@ -15,12 +15,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Frame", "FrameKind", "IdKey", "id_key", "parse_line"]
+__all__ = ["UPDATE_PREFIXES", "Frame", "FrameKind", "IdKey", "id_key", "parse_line"]
 
 IdKey = str
 """A JSON-RPC id as a dictionary key: its type and value (``1``, ``1.0``, ``"1"`` differ)."""
 
-_UPDATE_PREFIXES = (
+UPDATE_PREFIXES = (
     b'{"jsonrpc":"2.0","method":"session/update",',
     b'{"jsonrpc": "2.0", "method": "session/update", ',
 )
@@ -90,7 +90,7 @@ def id_key(value: Any) -> IdKey:
 def parse_line(line: bytes) -> Frame:
     """Classify one line. Never raises: a line the decoder chokes on (bad UTF-8, deep
     nesting, a number too long to convert) is INVALID."""
-    if line.startswith(_UPDATE_PREFIXES):
+    if line.startswith(UPDATE_PREFIXES):
         return Frame(line, FrameKind.NOTIFICATION, method="session/update")
     try:
         value = json.loads(line)

@@ -51,8 +51,9 @@ from acp_bridge.process.launcher import open_agent
 from acp_bridge.process.policy import ExitRecord, RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.proxy import answers
-from acp_bridge.proxy.frames import Frame, FrameKind, parse_line
+from acp_bridge.proxy.frames import UPDATE_PREFIXES, Frame, FrameKind, parse_line
 from acp_bridge.proxy.generation import Generation, GenerationEnded
+from acp_bridge.proxy.lines import BatchLineReader
 from acp_bridge.proxy.recorder import Recorder
 from acp_bridge.proxy.registry import SessionRegistry
 from acp_bridge.proxy.routing import AgentRequests, EditorRequests, PendingEditorRequest
@@ -258,10 +259,10 @@ class ProxyRelay:
     # -- the agent side ----------------------------------------------------------------------
 
     async def _read_agent(self, gen: Generation) -> None:
-        reader = LineReader(gen.process.stdout, max_line_bytes=self._options.max_line_bytes)
+        reader = BatchLineReader(gen.process.stdout, max_line_bytes=self._options.max_line_bytes)
         while True:
             try:
-                line = await reader.receive_line()
+                lines = await reader.receive_lines()
             except anyio.EndOfStream:
                 gen.end("it closed its stdout")
                 return
@@ -271,10 +272,30 @@ class ProxyRelay:
             except (ConnectionClosedError, ResourceClosedError):
                 gen.end("its stdout broke")
                 return
-            frame = parse_line(line)
-            self._record("agent->bridge", frame)
-            if gen.alive:
+            # The hot path: plain notifications (a turn's updates) of one read are forwarded
+            # together, in one write; anything else first flushes what is gathered, so the
+            # order is kept.
+            gathered: list[bytes] = []
+            for line in lines:
+                if line.startswith(UPDATE_PREFIXES) and not gen.restoring:
+                    if self._recorder is not None:
+                        self._recorder.message("agent->bridge", line, valid=True)
+                    if gen.alive:
+                        gathered.append(line)
+                    continue
+                frame = parse_line(line)
+                self._record("agent->bridge", frame)
+                if not gen.alive:
+                    continue
+                if frame.kind is FrameKind.NOTIFICATION and not gen.restoring:
+                    gathered.append(line)
+                    continue
+                if gathered:
+                    await self._forward_batch(gen, gathered)
+                    gathered = []
                 await self._from_agent(gen, frame)
+            if gathered:
+                await self._forward_batch(gen, gathered)
 
     async def _from_agent(self, gen: Generation, frame: Frame) -> None:
         kind = frame.kind
@@ -583,6 +604,18 @@ class ProxyRelay:
     async def _forward_to_editor(self, gen: Generation, line: bytes) -> None:
         if gen.alive:  # the fence: checked right before the write, with no await between
             await self._to_editor(line)
+
+    async def _forward_batch(self, gen: Generation, lines: list[bytes]) -> None:
+        if not gen.alive:  # the fence, as in _forward_to_editor
+            return
+        if self._recorder is not None:
+            for line in lines:
+                self._recorder.message("bridge->editor", line, valid=True)
+        lines.append(b"")  # the last newline
+        try:
+            await self._editor_writer.send_line(b"\n".join(lines))
+        except (ConnectionClosedError, ResourceClosedError):
+            self.stop()
 
     async def _to_editor(self, line: bytes) -> None:
         if self._recorder is not None:
