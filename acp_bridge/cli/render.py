@@ -1,26 +1,75 @@
 """What ``run`` prints: the agent's text on stdout, or NDJSON events with ``--json``.
 
-Human mode writes ``agent_message_chunk`` text as it streams and a newline at the end of each
-turn; failures and restarts go to stderr as one line each, naming the agent.
+Plain mode streams ``agent_message_chunk`` text to stdout as it arrives. The rest of a turn is
+rendered compactly, one line each: thoughts, tool calls (title, kind, status changes), plans,
+permission decisions, and a closing ``[done] end_turn``. Those lines go to stdout when it is a
+terminal (a person reads one transcript), and to stderr when stdout is a pipe or a file, so
+``acp-bridge run -m ... > answer.txt`` still holds the agent's text alone. Color only on a
+terminal, and never with ``NO_COLOR`` set or ``TERM=dumb``.
+
+Failures, restarts and hints (e.g. the agent asked for files and ``--allow-fs`` is off) go to
+stderr as one line each, naming the agent.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import Any
+from collections import OrderedDict
+from typing import Any, Final, TextIO
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-__all__ = ["EventPrinter"]
+__all__ = ["EventPrinter", "wants_color"]
+
+_TITLES_KEPT: Final = 256
+"""Tool-call titles remembered for their updates; the oldest is forgotten past this bound."""
+
+_PLAN_MARKS: Final = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+
+_HINTS: Final = {
+    "fs/read_text_file": "the agent asked to read a file; --allow-fs lets it (inside the cwd)",
+    "fs/write_text_file": "the agent asked to write a file; --allow-fs lets it (inside the cwd)",
+    "terminal/create": "the agent asked to run a command; --allow-terminal lets it",
+}
+
+_COLORS: Final = {"dim": "2", "tool": "36", "plan": "34", "permission": "33", "done": "32"}
+
+
+def wants_color(stream: TextIO) -> bool:
+    """Color on a terminal only, unless ``NO_COLOR`` (any value) or ``TERM=dumb``."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (ValueError, OSError):  # closed or detached
+        return False
 
 
 class EventPrinter:
-    def __init__(self, *, json_mode: bool, agent: str) -> None:
+    def __init__(
+        self,
+        *,
+        json_mode: bool,
+        agent: str,
+        permission_mode: str = "deny",
+        text: TextIO | None = None,
+        notes: TextIO | None = None,
+    ) -> None:
         self.json_mode = json_mode
         self.agent = agent
-        self._at_line_start = True
+        self._permission_mode = permission_mode
+        self._text = text or sys.stdout
+        self._notes = notes or sys.stderr
+        # The turn's structure goes with the text on a terminal, else out of the text's way.
+        self._decor = self._text if _isatty(self._text) else self._notes
+        self._color = wants_color(self._decor)
+        self._at_line_start: dict[int, bool] = {}
+        self._in_thought = False
+        self._titles: OrderedDict[str, str] = OrderedDict()
+        self._hinted: set[str] = set()
         self.shown: set[str] = set()
         """The kinds of event shown so far."""
 
@@ -30,35 +79,23 @@ class EventPrinter:
                 self.show(event)
 
     async def flush(self) -> None:
-        if not self._at_line_start:
-            sys.stdout.write("\n")
-            self._at_line_start = True
-        sys.stdout.flush()
+        self._end_line(self._text)
+        self._text.flush()
         await anyio.lowlevel.checkpoint()
 
     def show(self, event: dict[str, Any]) -> None:
         self.shown.add(event["event"])
         if self.json_mode:
-            sys.stdout.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
-            sys.stdout.flush()
+            self._text.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+            self._text.flush()
             return
         kind = event["event"]
         if kind == "update":
-            update = event.get("update") or {}
-            content = update.get("content")
-            if update.get("sessionUpdate") == "agent_message_chunk" and isinstance(content, dict):
-                text = str(content.get("text", ""))
-                if text:
-                    sys.stdout.write(text)
-                    sys.stdout.flush()
-                    self._at_line_start = text.endswith("\n")
+            self._update(event.get("update") or {})
+        elif kind == "permission":
+            self._permission(event)
         elif kind == "turn_ended":
-            if not self._at_line_start:
-                sys.stdout.write("\n")
-                self._at_line_start = True
-            sys.stdout.flush()
-            if event.get("state") != "done":
-                self._note(f"message {event['seq']} ended {event.get('state')}")
+            self._turn_ended(event)
         elif kind == "turn_failed":
             recoverable = "recoverable" if event.get("recoverable") else "not recoverable"
             error = event.get("error") or {}
@@ -76,12 +113,131 @@ class EventPrinter:
         elif kind == "agent_gave_up":
             self._note(f"giving up on {self.agent}: {event.get('reason')}")
 
+    def capability_refused(self, method: str) -> None:
+        """The agent called ``method``, which is off: hint once at the flag that allows it."""
+        key = "terminal/create" if method.startswith("terminal/") else method
+        hint = _HINTS.get(key)
+        if hint is not None and key not in self._hinted:
+            self._hinted.add(key)
+            self._note(f"hint: {hint}")
+
     def agent_stderr(self, line: str) -> None:
-        print(f"[{self.agent}] {line}", file=sys.stderr, flush=True)
+        self._end_line(self._notes)
+        print(f"[{self.agent}] {line}", file=self._notes, flush=True)
+
+    # -- plain rendering ------------------------------------------------------------------------
+
+    def _update(self, update: dict[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        content = update.get("content")
+        if kind == "agent_message_chunk" and isinstance(content, dict):
+            self._end_thought()
+            self._write(self._text, str(content.get("text", "")))
+        elif kind == "agent_thought_chunk" and isinstance(content, dict):
+            text = str(content.get("text", ""))
+            if not text:
+                return
+            if not self._in_thought:
+                self._start_line(self._decor)
+                self._write(self._decor, self._paint("dim", "[thought] "))
+                self._in_thought = True
+            self._write(self._decor, self._paint("dim", text))
+        elif kind == "tool_call":
+            call_id = str(update.get("toolCallId", ""))
+            title = str(update.get("title") or call_id or "a tool call")
+            self._remember(call_id, title)
+            kind_text = f" ({update['kind']})" if update.get("kind") else ""
+            status = f" {update['status']}" if update.get("status") else ""
+            self._line("tool", f"[tool] {title}{kind_text}{status}")
+        elif kind == "tool_call_update" and update.get("status"):
+            call_id = str(update.get("toolCallId", ""))
+            title = update.get("title") or self._titles.get(call_id) or call_id
+            self._remember(call_id, str(title))
+            self._line("tool", f"[tool] {title} {update['status']}")
+        elif kind == "plan" and isinstance(update.get("entries"), list):
+            entries = [e for e in update["entries"] if isinstance(e, dict)]
+            self._line("plan", f"[plan] {len(entries)} step{'s' if len(entries) != 1 else ''}")
+            for entry in entries:
+                mark = _PLAN_MARKS.get(str(entry.get("status")), "[ ]")
+                self._line("plan", f"  {mark} {entry.get('content', '')}")
+
+    def _permission(self, event: dict[str, Any]) -> None:
+        call = event.get("toolCall") or {}
+        title = call.get("title") or call.get("toolCallId") or "a tool call"
+        decision = str(event.get("decision") or "cancelled")
+        self._line("permission", f"[permission] {title}: {decision}")
+        denied_by_default = self._permission_mode == "deny" and decision.startswith("reject")
+        if denied_by_default and "permission" not in self._hinted:
+            self._hinted.add("permission")
+            self._note(
+                "hint: permission requests are denied here (no terminal to ask on); "
+                "--permission allow-reads or allow-all decides up front"
+            )
+
+    def _turn_ended(self, event: dict[str, Any]) -> None:
+        self._end_thought()
+        self._end_line(self._text)
+        self._text.flush()
+        state = event.get("state")
+        if state == "done":
+            self._line("done", f"[done] {event.get('stopReason')}")
+        else:
+            self._line("permission", f"[{state}]")
+            self._note(f"message {event['seq']} ended {state}")
+
+    # -- lines and streams ------------------------------------------------------------------------
+
+    def _remember(self, call_id: str, title: str) -> None:
+        self._titles[call_id] = title
+        self._titles.move_to_end(call_id)
+        while len(self._titles) > _TITLES_KEPT:
+            self._titles.popitem(last=False)
+
+    def _line(self, style: str, text: str) -> None:
+        self._end_thought()
+        self._start_line(self._decor)
+        self._write(self._decor, self._paint(style, text) + "\n")
 
     def _note(self, text: str) -> None:
-        if not self._at_line_start:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-            self._at_line_start = True
-        print(f"acp-bridge: {text}", file=sys.stderr, flush=True)
+        self._end_thought()
+        self._end_line(self._text)
+        self._text.flush()
+        self._start_line(self._notes)
+        print(f"acp-bridge: {text}", file=self._notes, flush=True)
+        self._at_line_start[id(self._notes)] = True
+
+    def _end_thought(self) -> None:
+        if self._in_thought:
+            self._in_thought = False
+            self._end_line(self._decor)
+
+    def _start_line(self, stream: TextIO) -> None:
+        """Begin on a fresh line of ``stream`` (and of the text, when they share a screen)."""
+        self._end_line(stream)
+        if stream is not self._text and self._decor is self._text:
+            self._end_line(self._text)
+
+    def _end_line(self, stream: TextIO) -> None:
+        if not self._at_line_start.get(id(stream), True):
+            stream.write("\n")
+            stream.flush()
+            self._at_line_start[id(stream)] = True
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        if not text:
+            return
+        stream.write(text)
+        stream.flush()
+        self._at_line_start[id(stream)] = text.endswith("\n")
+
+    def _paint(self, style: str, text: str) -> str:
+        if not self._color:
+            return text
+        return f"\x1b[{_COLORS[style]}m{text}\x1b[0m"
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (ValueError, OSError):
+        return False

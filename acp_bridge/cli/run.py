@@ -282,9 +282,13 @@ async def _run_agent(
     unsettled: set[int],
     progress: StartupProgress,
 ) -> int:
-    printer = EventPrinter(json_mode=args.json, agent=spec.name)
+    permission = permission_policy(args.permission)
+    printer = EventPrinter(
+        json_mode=args.json, agent=spec.name, permission_mode=permission.mode.value
+    )
     options = ClientOptions(
-        permission=permission_policy(args.permission),
+        permission=permission,
+        on_capability_refused=printer.capability_refused,
         allow_fs_read=args.allow_fs,
         allow_fs_write=args.allow_fs,
         allow_terminal=args.allow_terminal,

@@ -9,7 +9,7 @@ the enabled capabilities. Capabilities that are off are neither advertised nor s
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,19 @@ from acp_bridge.client.fs import FileSystemAccess
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.session import Session
 from acp_bridge.client.terminal import TerminalManager
+from acp_bridge.errors import RpcError
 from acp_bridge.rpc.peer import JsonRpcPeer
 from acp_bridge.wire.client_methods import RequestPermissionRequest, RequestPermissionResponse
 
 __all__ = ["ClientHandlers"]
+
+_TERMINAL_METHODS = (
+    "terminal/create",
+    "terminal/output",
+    "terminal/wait_for_exit",
+    "terminal/kill",
+    "terminal/release",
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +98,15 @@ class ClientHandlers:
     def register(self, peer: JsonRpcPeer, generation: int) -> None:
         peer.on_notification("session/update", self.on_update)
         peer.on_request("session/request_permission", self.on_permission)
-        if self._fs is not None:
-            if self._fs.allow_read:
-                peer.on_request("fs/read_text_file", self._fs.read_text_file)
-            if self._fs.allow_write:
-                peer.on_request("fs/write_text_file", self._fs.write_text_file)
+        fs = self._fs
+        if fs is not None and fs.allow_read:
+            peer.on_request("fs/read_text_file", fs.read_text_file)
+        else:
+            peer.on_request("fs/read_text_file", self._refuser("fs/read_text_file"))
+        if fs is not None and fs.allow_write:
+            peer.on_request("fs/write_text_file", fs.write_text_file)
+        else:
+            peer.on_request("fs/write_text_file", self._refuser("fs/write_text_file"))
         if self._terminals is not None:
             terminals = self._terminals.for_generation(generation)
             peer.on_request("terminal/create", terminals.create)
@@ -101,6 +114,19 @@ class ClientHandlers:
             peer.on_request("terminal/wait_for_exit", terminals.wait_for_exit)
             peer.on_request("terminal/kill", terminals.kill)
             peer.on_request("terminal/release", terminals.release)
+        else:
+            for method in _TERMINAL_METHODS:
+                peer.on_request(method, self._refuser(method))
+
+    def _refuser(self, method: str) -> Callable[[Any], Awaitable[Any]]:
+        """A capability that is off: -32601, as if unserved, and the caller is told."""
+
+        async def refuse(params: Any) -> Any:
+            if self._options.on_capability_refused is not None:
+                self._options.on_capability_refused(method)
+            raise RpcError.method_not_found(method)
+
+        return refuse
 
     async def on_update(self, params: Any) -> None:
         if not isinstance(params, dict):

@@ -29,6 +29,10 @@ class ClientOptions:
     """Advertise and serve ``fs/write_text_file`` (atomic), confined to the session roots."""
     allow_terminal: bool = False
     """Advertise and serve ``terminal/*``; commands run in the session cwd, own process group."""
+    on_capability_refused: Callable[[str], None] | None = None
+    """Called with the method name when the agent calls ``fs/*`` or ``terminal/*`` although it
+    is off (answered -32601 all the same), e.g. so a CLI can hint at the flag that allows it.
+    Runs in the reader: it must not block."""
 
     auth_method: str | None = None
     """Call ``authenticate`` with this method id after every ``initialize``."""
