@@ -20,7 +20,8 @@ The reply is the first whose ``when`` occurs (case-insensitive) in the latest us
 written without ``calls`` is one call. A call may:
 
 * ``think`` / ``say``: stream reasoning / answer text, one word per chunk, ``delay_ms`` apart
-  (``{prompt}`` in ``say`` is replaced by the user's text);
+  (in ``say``, ``{prompt}`` becomes the user's text and ``{turns}`` the number of user
+  messages the model was given, which shows whether a restored history reached it);
 * ``tools``: ask for function calls (``name``, ``arguments``);
 * ``hang``: after streaming, wait until the request is cancelled;
 * ``crash``: after streaming, end the agent process at once (exit status 70);
@@ -111,7 +112,9 @@ class MockScript:
             return MockCall(), 0
         call = calls[request_number]
         if call.say:
-            call = _with_say(call, call.say.replace("{prompt}", prompt))
+            turns = sum(1 for m in messages if m.get("role") == "user")
+            say = call.say.replace("{prompt}", prompt).replace("{turns}", str(turns))
+            call = _with_say(call, say)
         return call, self._failures.get((reply_index, request_number), 0)
 
     def failed(self, messages: list[dict[str, Any]]) -> None:

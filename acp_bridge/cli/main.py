@@ -15,7 +15,15 @@ import sys
 from collections.abc import Callable, Sequence
 
 from acp_bridge import __version__
-from acp_bridge.cli import agents_args, conversations_args, proxy_args, replay_args, run_args
+from acp_bridge.cli import (
+    agent_args,
+    agents_args,
+    conversations_args,
+    demo_args,
+    proxy_args,
+    replay_args,
+    run_args,
+)
 from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, HELP
 from acp_bridge.cli.options import OneLineParser
 
@@ -39,25 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="count", default=0, help="log to stderr (-vv for debug)"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = commands.add_parser(
-        "demo",
-        help="run an offline demonstration (interim: drives the repository's fixture echo agent)",
-        description=(
-            "Start the fixture echo agent from this repository's fixtures/agents/, initialize "
-            "it, open a session, stream one prompt's reply to stdout, then cancel a second "
-            "prompt and show that the turn closes as cancelled. Offline; no API keys. "
-            "Interim: the built-in reference agent replaces the fixture in a later release."
-        ),
-    )
-    demo.add_argument(
-        "--agent-script",
-        metavar="PATH",
-        help="the echo agent script to drive (default: fixtures/agents/echo_agent.py)",
-    )
-    demo.set_defaults(handler="acp_bridge.cli.demo:demo_command")
     # Each subcommand registers its arguments from a light module and names its handler as
     # "module:function", imported only when that subcommand runs.
-    for registrar in (run_args, agents_args, proxy_args, replay_args, conversations_args):
+    for registrar in (
+        run_args,
+        agents_args,
+        agent_args,
+        demo_args,
+        proxy_args,
+        replay_args,
+        conversations_args,
+    ):
         registrar.register(commands)
     return parser
 
