@@ -51,6 +51,7 @@ class Generation:
         on_send: Callable[[bytes, bool], None] | None = None,
     ) -> None:
         self.number = number
+        self.pid = process.pid
         self.on_send = on_send
         """Called with every line before it is written (the recording)."""
         self.process = process

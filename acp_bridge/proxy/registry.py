@@ -65,6 +65,23 @@ class SessionRegistry:
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._sessions
 
+    def answered(
+        self, method: str, params: dict[str, Any], session_id: str | None, result: Any
+    ) -> None:
+        """The agent accepted one of the editor's requests: remember what a restore needs."""
+        if method == "initialize":
+            self.initialized(params, result)
+        elif method == "authenticate":
+            self.authenticate_params = params
+        elif method == "session/new":
+            new_id = result.get("sessionId") if isinstance(result, dict) else None
+            if isinstance(new_id, str):
+                self.opened(new_id, params)
+        elif method in ("session/load", "session/resume") and session_id is not None:
+            self.opened(session_id, params)
+        elif method in ("session/close", "session/delete") and session_id is not None:
+            self.forget(session_id)
+
     def initialized(self, params: dict[str, Any], result: Any) -> None:
         """The agent answered the editor's (or our own) ``initialize``."""
         self.initialize_params = params

@@ -16,7 +16,6 @@ other side down instead of growing memory.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -26,37 +25,19 @@ from typing import Any
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
-from acp_bridge.client.condition import Condition
-from acp_bridge.client.lifecycle import (
-    AgentLifecycle,
-    AgentPhase,
-    DelayElapsed,
-    FailFirstStart,
-    GenerationEnding,
-    GenerationExited,
-    GenerationReady,
-    GiveUpNow,
-    ReportExit,
-    ShutdownRequested,
-    StartAfter,
-    StartGeneration,
-)
-from acp_bridge.errors import (
-    ConnectionClosedError,
-    FramingError,
-    ResourceClosedError,
-    SpawnError,
-)
-from acp_bridge.process.launcher import open_agent
-from acp_bridge.process.policy import ExitRecord, RestartPolicy
+from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
+from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.proxy import answers
+from acp_bridge.proxy.editor_link import EditorLink
 from acp_bridge.proxy.frames import UPDATE_PREFIXES, Frame, FrameKind, parse_line
-from acp_bridge.proxy.generation import Generation, GenerationEnded
+from acp_bridge.proxy.generation import Generation
 from acp_bridge.proxy.lines import BatchLineReader
 from acp_bridge.proxy.recorder import Recorder
 from acp_bridge.proxy.registry import SessionRegistry
+from acp_bridge.proxy.restore import restore_sessions
 from acp_bridge.proxy.routing import AgentRequests, EditorRequests, PendingEditorRequest
+from acp_bridge.proxy.supervision import AgentGone, AgentSupervisor
 from acp_bridge.proxy.turns import (
     AnswerCancelled,
     ArmGraceTimer,
@@ -67,7 +48,7 @@ from acp_bridge.proxy.turns import (
     RefuseQueueFull,
     TurnsAction,
 )
-from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader, LineWriter
+from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader
 
 __all__ = ["ProxyOptions", "ProxyRelay"]
 
@@ -93,10 +74,6 @@ class ProxyOptions:
     policy: RestartPolicy = field(default_factory=RestartPolicy)
 
 
-class _Gone(Exception):
-    """The agent is gone for good (or the proxy is closing): nothing will be forwarded."""
-
-
 class ProxyRelay:
     def __init__(
         self,
@@ -112,19 +89,19 @@ class ProxyRelay:
         self._spec = spec
         self._options = options or ProxyOptions()
         self._editor_in = editor_in
-        self._editor_writer = LineWriter(editor_out)
-        self._recorder = recorder
-        self._base_env = base_env
-        self._stderr_forward = stderr_forward
-        self._lifecycle = AgentLifecycle()
-        self._changed = Condition()
+        self._editor = EditorLink(editor_out, recorder, self.stop)
+        self._agents = AgentSupervisor(
+            spec,
+            self._options.policy,
+            self,
+            base_env=base_env,
+            stderr_forward=stderr_forward,
+        )
         self._registry = SessionRegistry()
         self._turns = PromptTurns(self._options.grace_s, queueing=self._options.queueing)
         self._editor_requests = EditorRequests()
         self._agent_requests = AgentRequests()
-        self._generation: Generation | None = None
         self._cut: list[PendingEditorRequest] = []
-        self._last_exit: ExitRecord | None = None
         self._held: Frame | None = None
         self._main: TaskGroup | None = None
         self._stopping = False
@@ -138,34 +115,28 @@ class ProxyRelay:
         """Relay until the editor closes stdin, :meth:`stop` is called, or the agent is gone
         for good; the agent tree is stopped before this returns."""
         async with anyio.create_task_group() as outer:
-            outer.start_soon(self._run_editor_writer)
+            outer.start_soon(self._editor.run)
             try:
                 async with anyio.create_task_group() as main:
                     self._main = main
-                    main.start_soon(self._supervise)
+                    main.start_soon(self._agents.run)
                     main.start_soon(self._read_editor)
             finally:
                 self._stopping = True
-                self._lifecycle.handle(ShutdownRequested())
-                self._changed.notify_all()
-                self._editor_writer.close()  # run() returns once the queue is written
+                self._agents.shutdown()
+                self._editor.close()  # its run() returns once the queue is written
                 outer.cancel_scope.deadline = anyio.current_time() + _FLUSH_BOUND_S
-        if self._recorder is not None:
-            self._recorder.close()
         return self.exit_code
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
 
     def stop(self) -> None:
         """Shut down gracefully (a signal, the editor's EOF): the agent tree is stopped."""
         self._stopping = True
         if self._main is not None:
             self._main.cancel_scope.cancel()
-
-    async def _run_editor_writer(self) -> None:
-        try:
-            await self._editor_writer.run()
-        except ConnectionClosedError:
-            log.info("the editor stopped reading our stdout; shutting down")
-            self.stop()
 
     # -- the editor side ---------------------------------------------------------------------
 
@@ -183,10 +154,10 @@ class ProxyRelay:
             except (ConnectionClosedError, ResourceClosedError):
                 break
             frame = parse_line(line)
-            self._record("editor->bridge", frame)
+            self._editor.record("editor->bridge", frame)
             try:
                 await self._from_editor(frame)
-            except _Gone:
+            except AgentGone:
                 if frame.kind is FrameKind.REQUEST and not self._stopping:
                     await self._answer_gone(frame.id)
         self.stop()
@@ -200,11 +171,11 @@ class ProxyRelay:
         if lost is not None and frame.method not in ("session/load", "session/resume"):
             if frame.kind is FrameKind.REQUEST:
                 assert session_id is not None
-                await self._to_editor(answers.lost_session_error(frame.id, session_id, lost))
+                await self._editor.send(answers.lost_session_error(frame.id, session_id, lost))
             return  # a notification about a lost session has nobody to go to
         self._held = frame  # answered by a give-up that comes while we wait
         try:
-            gen = await self._ready()
+            gen = await self._agents.ready()
         finally:
             self._held = None
         if frame.kind is not FrameKind.REQUEST:
@@ -219,7 +190,7 @@ class ProxyRelay:
         assert frame.method is not None
         if self._editor_requests.is_full:
             message = "too many requests in flight"
-            await self._to_editor(answers.error_answer(frame.id, answers.INTERNAL_ERROR, message))
+            await self._editor.send(answers.error_answer(frame.id, answers.INTERNAL_ERROR, message))
             return
         if frame.method == "session/prompt" and session_id is not None:
             prompt = QueuedPrompt(session_id, frame.id, frame.line)
@@ -233,7 +204,7 @@ class ProxyRelay:
 
     async def _editor_answered(self, frame: Frame) -> None:
         request = self._agent_requests.take(frame.key)
-        gen = self._generation
+        gen = self._agents.generation
         if request is None:
             log.debug("dropped the editor's answer to a request of a stopped agent")
             return
@@ -245,20 +216,9 @@ class ProxyRelay:
             line = _dumps({**frame.message, "id": request.agent_id})
         await self._to_agent(gen, line)
 
-    async def _ready(self) -> Generation:
-        """The current generation once it is ready (restored); waits while it restarts."""
-        while True:
-            gen = self._generation
-            state = self._lifecycle.state
-            if state is AgentPhase.READY and gen is not None and gen.alive:
-                return gen
-            if state in (AgentPhase.GAVE_UP, AgentPhase.CLOSED) or self._stopping:
-                raise _Gone
-            await self._changed.wait()
-
     # -- the agent side ----------------------------------------------------------------------
 
-    async def _read_agent(self, gen: Generation) -> None:
+    async def read_agent(self, gen: Generation) -> None:
         reader = BatchLineReader(gen.process.stdout, max_line_bytes=self._options.max_line_bytes)
         while True:
             try:
@@ -276,33 +236,34 @@ class ProxyRelay:
             # together, in one write; anything else first flushes what is gathered, so the
             # order is kept.
             gathered: list[bytes] = []
+            recording = self._editor.recorder is not None
             for line in lines:
                 if line.startswith(UPDATE_PREFIXES) and not gen.restoring:
-                    if self._recorder is not None:
-                        self._recorder.message("agent->bridge", line, valid=True)
+                    if recording:
+                        self._editor.record("agent->bridge", Frame(line, FrameKind.NOTIFICATION))
                     if gen.alive:
                         gathered.append(line)
                     continue
                 frame = parse_line(line)
-                self._record("agent->bridge", frame)
+                self._editor.record("agent->bridge", frame)
                 if not gen.alive:
                     continue
                 if frame.kind is FrameKind.NOTIFICATION and not gen.restoring:
                     gathered.append(line)
                     continue
                 if gathered:
-                    await self._forward_batch(gen, gathered)
+                    await self._editor.forward_batch(gen, gathered)
                     gathered = []
                 await self._from_agent(gen, frame)
             if gathered:
-                await self._forward_batch(gen, gathered)
+                await self._editor.forward_batch(gen, gathered)
 
     async def _from_agent(self, gen: Generation, frame: Frame) -> None:
         kind = frame.kind
         if kind is FrameKind.NOTIFICATION:
             if gen.restoring and frame.method == "session/update":
                 return  # a session/load replay: the editor has this history already
-            await self._forward_to_editor(gen, frame.line)
+            await self._editor.forward(gen, frame.line)
         elif kind is FrameKind.RESPONSE:
             if not gen.take_own_reply(frame):
                 await self._agent_answered(gen, frame)
@@ -317,9 +278,9 @@ class ProxyRelay:
             if pending.rewritten:
                 assert frame.message is not None
                 line = _dumps({**frame.message, "id": pending.editor_id})
-            await self._forward_to_editor(gen, line)
+            await self._editor.forward(gen, line)
         elif kind is FrameKind.BATCH:
-            await self._forward_to_editor(gen, frame.line)
+            await self._editor.forward(gen, frame.line)
         else:
             log.warning("%s wrote a line that is not a JSON-RPC message; skipped", self._name)
 
@@ -335,25 +296,10 @@ class ProxyRelay:
                 request.session_id, frame.key, stop, anyio.current_time()
             )
         elif not frame.is_error:
-            self._note_success(request, frame)
-        await self._forward_to_editor(gen, frame.line)
+            registry = self._registry
+            registry.answered(request.method, request.params, request.session_id, frame.result)
+        await self._editor.forward(gen, frame.line)
         await self._perform(actions)
-
-    def _note_success(self, request: PendingEditorRequest, frame: Frame) -> None:
-        method, params = request.method, request.params
-        if method == "initialize":
-            self._registry.initialized(params, frame.result)
-        elif method == "authenticate":
-            self._registry.authenticate_params = params
-        elif method == "session/new":
-            result = frame.result
-            session_id = result.get("sessionId") if isinstance(result, dict) else None
-            if isinstance(session_id, str):
-                self._registry.opened(session_id, params)
-        elif method in ("session/load", "session/resume") and request.session_id is not None:
-            self._registry.opened(request.session_id, params)
-        elif method in _FORGETTING and request.session_id is not None:
-            self._registry.forget(request.session_id)
 
     # -- prompts and grace -------------------------------------------------------------------
 
@@ -363,7 +309,7 @@ class ProxyRelay:
         writes: list[tuple[Generation | None, bytes]] = []
         for action in actions:
             if isinstance(action, ForwardPrompt):
-                gen = self._generation
+                gen = self._agents.generation
                 prompt = action.prompt
                 if gen is None or not gen.alive:
                     self._cut.append(_pending_prompt(prompt.id, prompt.session_id, 0))
@@ -379,7 +325,7 @@ class ProxyRelay:
                 assert self._main is not None
                 self._main.start_soon(self._grace_timer, action.session_id, action.deadline)
             elif isinstance(action, QuarantineAgent):
-                gen = self._generation
+                gen = self._agents.generation
                 if gen is not None and gen.alive:
                     log.warning(
                         "%s did not answer a cancelled prompt within %g s; replacing it",
@@ -393,7 +339,7 @@ class ProxyRelay:
                 writes.append((None, error))
         for target, line in writes:
             if target is None:
-                await self._to_editor(line)
+                await self._editor.send(line)
             else:
                 await self._to_agent(target, line)
 
@@ -401,165 +347,33 @@ class ProxyRelay:
         await anyio.sleep_until(deadline)
         await self._perform(self._turns.tick(session_id, anyio.current_time()))
 
-    # -- supervision -------------------------------------------------------------------------
+    # -- the supervisor's steps (SupervisorHost) ---------------------------------------------
 
-    async def _supervise(self) -> None:
-        number, restoring = 1, False
-        while True:
-            record = await self._run_generation(number, restoring)
-            if record is None or self._stopping:
-                return
-            self._last_exit = record
-            history = [*self._lifecycle.history, record]
-            decision = self._options.policy.decide(history, record.at_s, name=self._name)
-            actions = list(self._lifecycle.handle(GenerationExited(number, record, decision)))
-            self._changed.notify_all()
-            while actions:
-                action = actions.pop(0)
-                if isinstance(action, ReportExit):
-                    self._event({"event": "agent_exited", "generation": number})
-                    log.warning(
-                        "%s %s%s",
-                        self._name,
-                        record.reason,
-                        "; restarting it" if action.will_restart else "",
-                    )
-                elif isinstance(action, StartAfter):
-                    await anyio.sleep(action.delay_s)
-                    actions += self._lifecycle.handle(DelayElapsed(action.number))
-                elif isinstance(action, StartGeneration):
-                    number, restoring = action.number, action.restoring
-                elif isinstance(action, GiveUpNow):
-                    await self._give_up(action.decision.reason)
-                    return
-                elif isinstance(action, FailFirstStart):
-                    await self._give_up(f"it could not be started: {action.record.reason}")
-                    return
+    async def restore(self, gen: Generation) -> list[str]:
+        def restored(session_id: str, method: str) -> None:
+            self.event({"event": "session_restored", "sessionId": session_id, "how": method})
 
-    async def _run_generation(self, number: int, restoring: bool) -> ExitRecord | None:
-        started = anyio.current_time()
-        try:
-            async with open_agent(
-                self._spec, base_env=self._base_env, stderr_forward=self._stderr_forward
-            ) as process:
-                gen = Generation(
-                    number, process, restoring=restoring, on_send=self._recorded_to_agent
-                )
-                self._generation = gen
-                self._event({"event": "agent_started", "generation": number, "pid": process.pid})
-                await self._live(gen)
-                if not self._stopping:
-                    self._lifecycle.handle(GenerationEnding(number))
-                    self._changed.notify_all()
-                    await self._cut_generation(gen)
-        except SpawnError as exc:
-            if number == 1:
-                self.failure = str(exc)
-                self.exit_code = EXIT_AGENT_GONE
-                log.error("%s", exc)
-                await self._answer_everything(str(exc))
-                self.stop()
-                return None
-            now = anyio.current_time()
-            return ExitRecord(now, 0.0, None, None, f"could not be restarted: {exc}")
-        now = anyio.current_time()
-        status = process.exit_status
-        reason = gen.end_reason or "stopped"
-        if status is not None and status.describe() not in reason:
-            reason = f"{reason} ({status.describe()})"
-        return ExitRecord(
-            now,
-            max(0.0, now - started),
-            None if status is None or status.signal is not None else status.returncode,
-            None if status is None else status.signal,
-            reason,
-            process.stderr_tail(),
+        return await restore_sessions(
+            gen,
+            self._registry,
+            timeout_s=self._options.startup_timeout_s,
+            name=self._name,
+            restored=restored,
         )
 
-    async def _live(self, gen: Generation) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._write_agent, gen)
-            tg.start_soon(self._read_agent, gen)
-            tg.start_soon(self._watch_exit, gen)
-            lost: list[str] = []
-            if gen.restoring:
-                with contextlib.suppress(GenerationEnded):  # the wait below sees it
-                    lost = await self._restore(gen)
-            if gen.alive:
-                gen.restoring = False
-                self._lifecycle.handle(GenerationReady(gen.number))
-                self._changed.notify_all()
-                if gen.number > 1:
-                    await self._after_restore(lost)
-            await gen.wait_ended()
-            tg.cancel_scope.cancel()
-
-    async def _write_agent(self, gen: Generation) -> None:
-        try:
-            await gen.writer.run()
-        except ConnectionClosedError:
-            gen.end("it stopped reading its stdin")
-
-    async def _watch_exit(self, gen: Generation) -> None:
-        status = await gen.process.wait_exited()
-        gen.end(status.describe())
-
-    async def _restore(self, gen: Generation) -> list[str]:
-        """Re-initialize with the editor's params and restore every session; the ids of the
-        sessions that could not be restored. Ends ``gen`` if it cannot be initialized."""
-        registry = self._registry
-        lost: list[str] = []
-        with anyio.move_on_after(self._options.startup_timeout_s) as scope:
-            if registry.initialize_params is not None:
-                reply = await gen.call("initialize", registry.initialize_params)
-                if reply.is_error:
-                    gen.end(f"could not be re-initialized: {_error_text(reply)}")
-                    return lost
-                registry.initialized(registry.initialize_params, reply.result)
-            if registry.authenticate_params is not None:
-                reply = await gen.call("authenticate", registry.authenticate_params)
-                if reply.is_error:
-                    gen.end(f"could not be re-authenticated: {_error_text(reply)}")
-                    return lost
-            for step in registry.plan():
-                why = "the agent can neither load nor resume sessions"
-                for method in step.methods:
-                    reply = await gen.call(method, step.record.restore_params())
-                    if not reply.is_error:
-                        log.warning(
-                            "%s: session %s restored by %s",
-                            self._name,
-                            step.record.session_id,
-                            method,
-                        )
-                        self._event(
-                            {
-                                "event": "session_restored",
-                                "sessionId": step.record.session_id,
-                                "how": method,
-                            }
-                        )
-                        break
-                    why = f"{method} failed: {_error_text(reply)}"
-                else:
-                    log.warning(
-                        "%s: session %s lost: %s", self._name, step.record.session_id, why
-                    )
-                    registry.mark_lost(step.record.session_id, why)
-                    lost.append(step.record.session_id)
-        if scope.cancelled_caught:
-            gen.end(f"did not restore within {self._options.startup_timeout_s:g} s")
-        return lost
+    async def generation_ready(self, gen: Generation, lost: list[str]) -> None:
+        if gen.number > 1:
+            await self._after_restore(lost)
 
     async def _after_restore(self, lost: list[str]) -> None:
         """Answer the requests the previous process's exit cut, then resume the queues."""
         cut, self._cut = self._cut, []
-        record = self._last_exit
+        record = self._agents.last_exit
         for request in cut:
             why = self._registry.lost_reason(request.session_id)
             if record is None:
                 continue
-            await self._to_editor(
+            await self._editor.send(
                 answers.exit_error(
                     request.id, self._name, record, restored=why is None, why_not=why
                 )
@@ -567,18 +381,18 @@ class ProxyRelay:
         actions, refused = self._turns.resume(anyio.current_time(), lost)
         for prompt in refused:
             why = self._registry.lost_reason(prompt.session_id) or "it could not be restored"
-            await self._to_editor(answers.lost_session_error(prompt.id, prompt.session_id, why))
+            await self._editor.send(answers.lost_session_error(prompt.id, prompt.session_id, why))
         await self._perform(actions)
 
-    async def _cut_generation(self, gen: Generation) -> None:
+    async def generation_gone(self, gen: Generation) -> None:
         """``gen`` is gone: its prompts wait for the restore's outcome, its requests to the
         editor are cancelled there."""
         self._turns.cut()
         self._cut += self._editor_requests.take_generation(gen.number)
         for request in self._agent_requests.orphan_generation(gen.number):
-            await self._to_editor(answers.cancel_request(request.editor_id))
+            await self._editor.send(answers.cancel_request(request.editor_id))
 
-    async def _give_up(self, why: str) -> None:
+    async def gone_for_good(self, why: str) -> None:
         self.failure = why
         self.exit_code = EXIT_AGENT_GONE
         log.error("%s is gone for good: %s", self._name, why)
@@ -593,53 +407,23 @@ class ProxyRelay:
         if held is not None and held.kind is FrameKind.REQUEST:
             ids.append(held.id)
         for request_id in ids:
-            await self._to_editor(answers.gone_error(request_id, self._name, why))
+            await self._editor.send(answers.gone_error(request_id, self._name, why))
 
     async def _answer_gone(self, request_id: Any) -> None:
         why = self.failure or "the proxy is stopping"
-        await self._to_editor(answers.gone_error(request_id, self._name, why))
+        await self._editor.send(answers.gone_error(request_id, self._name, why))
 
     # -- writing -----------------------------------------------------------------------------
-
-    async def _forward_to_editor(self, gen: Generation, line: bytes) -> None:
-        if gen.alive:  # the fence: checked right before the write, with no await between
-            await self._to_editor(line)
-
-    async def _forward_batch(self, gen: Generation, lines: list[bytes]) -> None:
-        if not gen.alive:  # the fence, as in _forward_to_editor
-            return
-        if self._recorder is not None:
-            for line in lines:
-                self._recorder.message("bridge->editor", line, valid=True)
-        lines.append(b"")  # the last newline
-        try:
-            await self._editor_writer.send_line(b"\n".join(lines))
-        except (ConnectionClosedError, ResourceClosedError):
-            self.stop()
-
-    async def _to_editor(self, line: bytes) -> None:
-        if self._recorder is not None:
-            self._recorder.message("bridge->editor", line, valid=True)
-        try:
-            await self._editor_writer.send_line(line + b"\n")
-        except (ConnectionClosedError, ResourceClosedError):
-            self.stop()
 
     async def _to_agent(self, gen: Generation, line: bytes, *, valid: bool = True) -> None:
         await gen.send(line, valid=valid)
 
-    def _recorded_to_agent(self, line: bytes, valid: bool) -> None:
-        if self._recorder is not None:
-            self._recorder.message("bridge->agent", line, valid=valid)
+    def sent_to_agent(self, line: bytes, valid: bool) -> None:
+        if self._editor.recorder is not None:
+            self._editor.recorder.message("bridge->agent", line, valid=valid)
 
-    def _record(self, direction: str, frame: Frame) -> None:
-        if self._recorder is not None:
-            valid = frame.kind is not FrameKind.INVALID
-            self._recorder.message(direction, frame.line, valid=valid)
-
-    def _event(self, event: dict[str, Any]) -> None:
-        if self._recorder is not None:
-            self._recorder.event(event)
+    def event(self, event: dict[str, Any]) -> None:
+        self._editor.event(event)
 
     @property
     def _name(self) -> str:
@@ -652,8 +436,3 @@ def _pending_prompt(request_id: Any, session_id: str, generation: int) -> Pendin
 
 def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def _error_text(frame: Frame) -> str:
-    error = frame.error
-    return f"{error.get('code')} {error.get('message')}".strip()

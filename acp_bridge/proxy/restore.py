@@ -1,0 +1,74 @@
+"""Re-initialize a restarted agent with the editor's params and restore the editor's sessions.
+
+The bridge's own requests (:meth:`Generation.call`) carry their own ids; the agent's replay of
+a ``session/load`` is swallowed by the relay while the generation is ``restoring``. A session
+that neither load nor resume brings back is marked lost in the registry, with the reason. A
+generation that cannot be re-initialized or re-authenticated, or does not finish within
+``timeout_s``, is ended: it counts as a crash for the restart policy, and the sessions stay
+unrestored (not lost) for the next attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import anyio
+
+from acp_bridge.proxy.frames import Frame
+from acp_bridge.proxy.generation import Generation
+from acp_bridge.proxy.registry import SessionRegistry
+
+__all__ = ["restore_sessions"]
+
+log = logging.getLogger(__name__)
+
+
+def error_text(frame: Frame) -> str:
+    error = frame.error
+    return f"{error.get('code')} {error.get('message')}".strip()
+
+
+async def restore_sessions(
+    gen: Generation,
+    registry: SessionRegistry,
+    *,
+    timeout_s: float,
+    name: str,
+    restored: Callable[[str, str], None],
+) -> list[str]:
+    """The ids of the sessions lost. ``restored(session_id, method)`` hears each success.
+
+    Raises:
+        GenerationEnded: the process went away meanwhile.
+    """
+    lost: list[str] = []
+    with anyio.move_on_after(timeout_s) as scope:
+        if registry.initialize_params is not None:
+            reply = await gen.call("initialize", registry.initialize_params)
+            if reply.is_error:
+                gen.end(f"could not be re-initialized: {error_text(reply)}")
+                return lost
+            registry.initialized(registry.initialize_params, reply.result)
+        if registry.authenticate_params is not None:
+            reply = await gen.call("authenticate", registry.authenticate_params)
+            if reply.is_error:
+                gen.end(f"could not be re-authenticated: {error_text(reply)}")
+                return lost
+        for step in registry.plan():
+            session_id = step.record.session_id
+            why = "the agent can neither load nor resume sessions"
+            for method in step.methods:
+                reply = await gen.call(method, step.record.restore_params())
+                if not reply.is_error:
+                    log.warning("%s: session %s restored by %s", name, session_id, method)
+                    restored(session_id, method)
+                    break
+                why = f"{method} failed: {error_text(reply)}"
+            else:
+                log.warning("%s: session %s lost: %s", name, session_id, why)
+                registry.mark_lost(session_id, why)
+                lost.append(session_id)
+    if scope.cancelled_caught:
+        gen.end(f"did not restore within {timeout_s:g} s")
+    return lost
