@@ -75,10 +75,11 @@ class TurnRecord:
         """One ``session/update`` of the turn (raw). Cheap for the updates it ignores."""
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
+            # dict, not Mapping: an ABC check costs as much as the rest of this path (per update)
             content = update.get("content")
-            if isinstance(content, Mapping) and content.get("type") == "text":
+            if type(content) is dict and content.get("type") == "text":
                 text = content.get("text")
-                if isinstance(text, str):
+                if type(text) is str:
                     self.reply.add(text)
         elif kind == "usage_update":
             self.usage.observe_update(session_id, update)
