@@ -14,8 +14,9 @@ A handler takes the request's params (a dict, a list, or None) and returns the r
 -32603 naming only the exception type, since exception text may hold paths or secrets (the
 traceback is logged on our side).
 
-jsonrpcserver is imported on first use: it pulls in jsonschema (about 0.3 s), which must not be
-paid by ``import acp_bridge`` or ``acp-bridge --help``.
+jsonrpcserver is imported when the first request arrives, not when handlers are registered: it
+pulls in jsonschema (about 0.3 s), which must not be paid by ``import acp_bridge``, by
+``acp-bridge --help``, nor by a one-shot turn whose agent never asks the client anything.
 """
 
 from __future__ import annotations
@@ -113,9 +114,8 @@ _ADAPTER_SIGNATURE = inspect.Signature(
 
 
 def _adapt(handler: RequestHandler, method: str) -> Callable[..., Awaitable[Any]]:
-    _, _, _, (result, _) = _jsonrpcserver()
-
     async def call_handler(request: Request) -> Any:
+        _, _, _, (result, _) = _jsonrpcserver()  # cached; imported by the first request
         try:
             value = await handler(request.params)
         except RpcError as exc:
