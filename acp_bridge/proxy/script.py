@@ -78,7 +78,7 @@ def _describe(message: dict[str, Any] | None) -> str:
     kind = _kind(message)
     if kind == "response":
         return f"a response to request {json.dumps(message.get('id'))}"
-    return f"a {message['method']} {kind}"
+    return f"{message['method']} ({kind})"
 
 
 class ReplayScript:

@@ -80,7 +80,7 @@ async def test_a_diverging_client_fails_clearly() -> None:
         wrong = await editor.call("session/list", {})
         assert wrong["error"]["message"].startswith("replay diverged after 1 of ")
         assert (
-            "expected a session/new request, got a session/list request"
+            "expected session/new (request), got session/list (request)"
             in wrong["error"]["message"]
         )
         assert await editor.close_and_wait() == 4

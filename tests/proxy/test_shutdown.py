@@ -13,7 +13,10 @@ from tests.proxy.harness import agent, open_editor, prompt_params, proxy
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("how", ["eof", "sigterm", "sigint"])
+@pytest.mark.parametrize(
+    ("how", "anyio_backend"),
+    [("eof", "asyncio"), ("eof", "trio"), ("sigterm", "asyncio"), ("sigint", "trio")],
+)
 async def test_shutdown_leaves_no_orphans(how: str) -> None:
     async with open_liveness() as liveness:
         agent_argv = agent("forking_agent.py", "--connect-back", str(liveness.port), "--quiet")
