@@ -133,7 +133,9 @@ def import_cost(runs: int) -> dict[str, list[tuple[float, float, float, int]]]:
         "import acp_bridge (+ its client API)": (
             "import acp_bridge; acp_bridge.open_supervised_agent"
         ),
-        "acp-bridge --help (parser)": "from acp_bridge.cli.main import build_parser; build_parser()",
+        "acp-bridge --help (parser)": (
+            "from acp_bridge.cli.main import build_parser; build_parser()"
+        ),
     }
     results: dict[str, list[tuple[float, float, float, int]]] = {k: [] for k in bodies}
     for _ in range(runs):
@@ -183,7 +185,8 @@ def main() -> int:
         rss = statistics.median(r[2] for r in rows)
         modules = int(statistics.median(r[3] for r in rows))
         print(
-            f"| {name} | {wall * 1000:,.0f} ms | {cpu * 1000:,.0f} ms | {rss:,.0f} MB | {modules:,} |"
+            f"| {name} | {wall * 1000:,.0f} ms | {cpu * 1000:,.0f} ms | {rss:,.0f} MB "
+            f"| {modules:,} |"
         )
     print(f"\nload average now: {os.getloadavg()[0]:.2f}")
     return 0
