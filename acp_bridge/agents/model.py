@@ -21,6 +21,7 @@ from acp_bridge.agents.config import AgentConfig
 from acp_bridge.agents.mock_provider import PROVIDER as MOCK_PROVIDER
 from acp_bridge.agents.provider_errors import is_rate_limit, to_rpc_error
 from acp_bridge.agents.runtime import LiteLLM
+from acp_bridge.errors import RpcError
 
 __all__ = ["ModelClient", "ModelReply", "TokenUsage", "ToolCallRequest"]
 
@@ -91,7 +92,13 @@ class ModelClient:
         on_text: TextSink,
         on_thought: TextSink,
     ) -> ModelReply:
-        litellm = await self._litellm.get()
+        try:
+            litellm = await self._litellm.get()
+        except Exception as exc:
+            raise RpcError.internal_error(
+                f"litellm could not be imported ({type(exc).__name__}: {exc}); reinstall the "
+                "agent extra: pip install 'acp-bridge[agent]'"
+            ) from exc
         attempt = 0
         while True:
             reply = ModelReply()

@@ -72,3 +72,25 @@ def test_bad_mock_script_is_one_line_exit_2(tmp_path: object) -> None:
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and "bad --mock-script" in result.stderr
     assert SCRIPT.is_file()
+
+
+def test_claim_stdout_leaves_fd_1_to_frames_only() -> None:
+    """Whatever else writes to stdout (print, sys.stdout, a raw write to fd 1, a child process)
+    lands on stderr; only the private duplicate reaches the real stdout."""
+    body = (
+        "import os, subprocess, sys\n"
+        "from acp_bridge.agents.runtime import claim_stdout\n"
+        "frames = claim_stdout()\n"
+        "print('a print')\n"
+        "sys.stdout.write('sys.stdout\\n'); sys.stdout.flush()\n"
+        "os.write(1, b'raw fd 1\\n')\n"
+        "subprocess.run([sys.executable, '-c', 'print(\"a child\")'], check=True)\n"
+        'os.write(frames, b\'{"jsonrpc":"2.0","method":"x"}\\n\')\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", body], capture_output=True, text=True, env=agent_env(), timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == '{"jsonrpc":"2.0","method":"x"}\n'
+    for noise in ("a print", "sys.stdout", "raw fd 1", "a child"):
+        assert noise in result.stderr

@@ -24,6 +24,8 @@ from tests.agents.agent_client import (
     requires_litellm,
 )
 
+UNKNOWN_MODEL = "nonexistentmodel-xyz"
+
 pytestmark = [
     requires_litellm,
     pytest.mark.anyio,
@@ -64,8 +66,15 @@ async def test_agent_walk(tmp_path: Path) -> None:
         frames = check_against_sdk(client.incoming, client.sent_methods)
         assert frames > 50
 
-    # A new agent process on the same history: load replays, the conversation goes on.
-    async with open_agent_client(agent_argv(history)) as client:
+    # A new agent process on the same history (on litellm's own mock_response this time):
+    # load replays, the conversation goes on.
+    restarted = agent_argv(history)
+    restarted[restarted.index("--mock-script") : restarted.index("--mock-script") + 2] = [
+        "--mock-response",
+        "Still here.",
+    ]
+    restarted[restarted.index("--models") + 1] = f"gpt-4o,{UNKNOWN_MODEL}"
+    async with open_agent_client(restarted) as client:
         await client.initialize()
         with pytest.raises(RpcError) as unknown:
             await client.call(
@@ -82,9 +91,22 @@ async def test_agent_walk(tmp_path: Path) -> None:
         start = len(client.updates)
         answer = await client.prompt(sid, "hello again")
         assert answer["stopReason"] == "end_turn"
-        assert client.text(start) == "You said: hello again"
+        assert client.text(start) == "Still here."
         # the model saw the whole restored history: far more input than this one line
         assert answer["usage"]["inputTokens"] > 100
+
+        # A model litellm cannot route: a clear error naming it (litellm would print its
+        # "Provider List" here; stdout must still carry frames only).
+        await client.call(
+            "session/set_config_option",
+            {"sessionId": sid, "configId": "model", "value": UNKNOWN_MODEL},
+        )
+        with pytest.raises(RpcError) as unroutable:
+            await client.prompt(sid, "hello?")
+        assert unroutable.value.code == -32603
+        assert unroutable.value.data["kind"] == "bad_request"
+        assert UNKNOWN_MODEL in unroutable.value.message
+        assert "Provider NOT provided" in unroutable.value.message
         check_against_sdk(client.incoming, client.sent_methods)
 
 
