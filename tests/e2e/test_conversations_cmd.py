@@ -36,11 +36,13 @@ def bridge(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def stored(store: Path, *texts: str) -> str:
+def stored(store: Path, *texts: str, name: str | None = None) -> str:
     """A conversation with these messages queued, written in-process (prune and lookups need no
-    agent); its id."""
+    agent); its id (``name``, else a random one)."""
     with QueueStore.open(store) as opened:
-        record = opened.create_conversation(agent={"argv": ECHO}, cwd=str(ROOT), now=time.time())
+        record = opened.create_conversation(
+            name, agent={"argv": ECHO}, cwd=str(ROOT), now=time.time()
+        )
         for text in texts:
             opened.add_message(record.id, [{"type": "text", "text": text}], now=time.time())
         return record.id
@@ -102,13 +104,16 @@ def test_unknown_and_ambiguous_ids_are_one_line_usage_errors(tmp_path: Path) -> 
     assert missing.returncode == 2
     assert missing.stderr.count("\n") == 1 and "no store" in missing.stderr
     assert not store.exists()  # reading never creates a store
-    stored(store, "a")
-    stored(store, "b")
+    stored(store, "a", name="abc1")
+    stored(store, "b", name="abc2")
     unknown = bridge("show", "--store", str(store), "nope")
     assert unknown.returncode == 2
     assert unknown.stderr.count("\n") == 1 and "no stored conversation 'nope'" in unknown.stderr
-    ambiguous = bridge("show", "--store", str(store), "")
+    ambiguous = bridge("show", "--store", str(store), "abc")
     assert ambiguous.returncode == 2 and ambiguous.stderr.count("\n") == 1
+    assert "several conversations (abc1, abc2)" in ambiguous.stderr
+    exact = bridge("show", "--json", "--store", str(store), "abc2")
+    assert json.loads(exact.stdout)["id"] == "abc2"
     empty = bridge("conversations", "--store", str(tmp_path / "none.db"))
     assert empty.returncode == 0 and empty.stdout == ""
 
