@@ -128,6 +128,8 @@ def _remove(store: QueueStore, store_path: Path, conversation_id: str, *, dry_ru
     process owns it or its owner cannot be checked."""
     try:
         owner = ConversationOwner(store_path, conversation_id)
+        if dry_run and not owner.path.exists():
+            return True  # never owned: nothing to check, and a dry run creates no lock file
         owner.acquire()
     except ConversationBusyError as exc:
         _say(f"skipping {exc}")

@@ -129,6 +129,7 @@ def test_prune_keeps_the_newest_skips_an_owned_one_and_dry_run_removes_nothing(
     assert dry.returncode == 0, dry.stderr
     assert sorted(dry.stdout.split()) == sorted([oldest, owned])
     assert len(ids(store)) == 3
+    assert not lock_path(store, oldest).parent.exists()  # a dry run creates no lock files
 
     lock = lock_path(store, owned)  # held as a running `acp-bridge run` holds it
     lock.parent.mkdir(mode=0o700, exist_ok=True)
