@@ -17,7 +17,7 @@ from pathlib import Path
 
 import anyio
 
-from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK, EXIT_USAGE
+from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
 from acp_bridge.cli.named_agents import resolve_agent
 from acp_bridge.errors import SpawnError
 from acp_bridge.process.policy import RestartPolicy
@@ -33,15 +33,18 @@ log = logging.getLogger("acp_bridge.proxy")
 
 def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     agent = resolve_agent(parser, args, sys.argv[1:])
-    if agent.mcp_servers:
-        parser.error(
-            "proxy: --mcp (and a named agent's MCP servers) cannot be used: the editor "
-            "chooses each session's MCP servers"
-        )
+    if args.mcp:
+        parser.error("proxy: --mcp cannot be used: the editor chooses each session's MCP servers")
     if args.redact and not args.record:
         parser.error("proxy: --redact needs --record FILE")
     verbosity = getattr(args, "verbose", 0) or 0
     _configure_logging(args.log, verbosity)
+    if agent.mcp_servers:
+        log.warning(
+            "agent %s: its configured MCP servers are not used by the proxy (the editor "
+            "chooses each session's MCP servers)",
+            agent.name,
+        )
     spec = AgentSpec(
         list(agent.argv),
         name=agent.name or "",
@@ -82,8 +85,8 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         print(f"acp-bridge proxy: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAILED
     if relay.failure is not None:
-        print(f"acp-bridge proxy: agent {spec.name}: {relay.failure}", file=sys.stderr)
-    return code if code != EXIT_OK else EXIT_OK
+        print(f"acp-bridge proxy: {relay.failure}", file=sys.stderr)
+    return code
 
 
 async def _serve(relay: ProxyRelay) -> int:

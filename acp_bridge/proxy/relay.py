@@ -135,12 +135,18 @@ class ProxyRelay:
     def stop(self) -> None:
         """Shut down gracefully (a signal, the editor's EOF): the agent tree is stopped."""
         self._stopping = True
+        self._agents.changed.notify_all()
         if self._main is not None:
             self._main.cancel_scope.cancel()
 
     # -- the editor side ---------------------------------------------------------------------
 
     async def _read_editor(self) -> None:
+        # The agent is spawned before the editor is read: a command that cannot start is
+        # reported as such (exit 3), even to an editor that closes at once.
+        await self._agents.wait_started()
+        if self._stopping:
+            return
         reader = LineReader(self._editor_in, max_line_bytes=self._options.max_line_bytes)
         while True:
             try:
@@ -395,7 +401,7 @@ class ProxyRelay:
     async def gone_for_good(self, why: str) -> None:
         self.failure = why
         self.exit_code = EXIT_AGENT_GONE
-        log.error("%s is gone for good: %s", self._name, why)
+        log.info("%s is gone for good: %s", self._name, why)  # the command says it once
         await self._answer_everything(why)
         self.stop()
 

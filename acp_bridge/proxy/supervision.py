@@ -104,6 +104,11 @@ class AgentSupervisor:
                 raise AgentGone
             await self.changed.wait()
 
+    async def wait_started(self) -> None:
+        """Until the first generation was spawned (or could not be, or the proxy stops)."""
+        while self.generation is None and not self._host.stopping:
+            await self.changed.wait()
+
     def shutdown(self) -> None:
         self.lifecycle.handle(ShutdownRequested())
         self.changed.notify_all()
@@ -149,6 +154,7 @@ class AgentSupervisor:
                     number, process, restoring=restoring, on_send=self._host.sent_to_agent
                 )
                 self.generation = gen
+                self.changed.notify_all()
                 self._host.event({"event": "agent_started", "generation": number, "pid": gen.pid})
                 await self._live(gen)
                 if not self._host.stopping:

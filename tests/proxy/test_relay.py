@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import anyio
 import pytest
 
-from tests.proxy.harness import agent, chunk_text, open_editor, prompt_params, proxy
+from tests.proxy.harness import ENV, agent, chunk_text, open_editor, prompt_params, proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -105,3 +106,23 @@ async def test_a_fixture_session_is_the_same_direct_and_proxied_ids_aside() -> N
     proxied = await _echo_session(proxy(agent_argv=agent("echo_agent.py", "--quiet")))
     assert len(proxied) > 10
     assert proxied == direct
+
+
+async def test_an_agent_that_cannot_start_is_one_line_and_exit_3() -> None:
+    argv = proxy(agent_argv=["/nonexistent/agent-command"])
+    result = await anyio.run_process(argv, check=False, env=ENV, input=b"")
+    assert result.returncode == 3 and result.stdout == b""
+    assert result.stderr.decode().splitlines() == [
+        "acp-bridge proxy: could not start agent-command (/nonexistent/agent-command): "
+        "No such file or directory"
+    ]
+
+
+async def test_non_json_lines_of_the_agent_never_reach_the_editor() -> None:
+    # The noisy agent prints a banner and a non-JSON line before every message; the editor's
+    # reader parses every line it gets, so one of them reaching it would fail the test.
+    async with open_editor(proxy(agent_argv=agent("noisy_agent.py", "--quiet"))) as editor:
+        session_id = await editor.handshake()
+        answer = await editor.call("session/prompt", prompt_params(session_id, "still fine"))
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert await editor.close_and_wait() == 0
