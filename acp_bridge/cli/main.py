@@ -18,6 +18,7 @@ from acp_bridge import __version__
 from acp_bridge.cli import (
     agent_args,
     agents_args,
+    chat_args,
     conversations_args,
     demo_args,
     proxy_args,
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     # "module:function", imported only when that subcommand runs.
     for registrar in (
         run_args,
+        chat_args,
         agents_args,
         agent_args,
         demo_args,

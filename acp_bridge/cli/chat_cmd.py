@@ -1,0 +1,519 @@
+"""``acp-bridge chat``: an interactive loop for a person, over the same conversation layer and
+store as ``run``.
+
+Each typed line is stored and queued (``Conversation.send``); the agent's text streams to stdout
+above the prompt line (:mod:`.chat_screen`), with a status line on stderr while a turn runs.
+:mod:`.chat_router` decides where every input goes; this module performs it.
+
+Leaving: ``/quit``, Ctrl-D, Ctrl-C at an idle prompt, or a second Ctrl-C while the first one's
+cancel is under way. A running turn is cancelled and waited for (bounded by
+:attr:`Conversation.stop_bound_s`), so the store records it ``cancelled``; then the agent's
+process tree is stopped. Messages still queued stay queued in the store (``--resume`` sends
+them). One more Ctrl-C (or SIGTERM) while leaving kills the agent's tree at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import sys
+import termios
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final, TextIO, cast
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+from acp_bridge.cli.chat_reader import EndOfInput, History, Line, LineReader, line_buffer
+from acp_bridge.cli.chat_router import (
+    Answer,
+    Cancel,
+    ChatRouter,
+    ChooseMode,
+    ChooseModel,
+    Quit,
+    QuitNow,
+    Resume,
+    Retry,
+    Say,
+    Send,
+    Stop,
+)
+from acp_bridge.cli.chat_screen import ChatScreen, ScreenStream
+from acp_bridge.cli.chat_settings import choose_mode, choose_model, list_models, list_modes
+from acp_bridge.cli.conversation_setup import (
+    ClaimedConversation,
+    agent_spec,
+    claim_conversation,
+    default_state_dir,
+)
+from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_TURN_FAILED
+from acp_bridge.cli.failures import report_agent_failure, report_auth_required
+from acp_bridge.cli.named_agents import resolve_agent
+from acp_bridge.cli.progress import StartupProgress
+from acp_bridge.cli.render import EventPrinter
+from acp_bridge.client.options import ClientOptions
+from acp_bridge.client.permissions import PermissionMode, PermissionPolicy, choose_option
+from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
+from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.opening import open_conversation
+from acp_bridge.conversation.queue_model import RETRYABLE_STATES, MessageState
+from acp_bridge.errors import AgentError, BridgeError, SpawnError
+from acp_bridge.process.policy import RestartPolicy
+from acp_bridge.process.spec import AgentSpec
+from acp_bridge.session.driver import TurnPolicy
+from acp_bridge.session.turn import TurnTimings
+
+__all__ = ["chat_command"]
+
+PROMPT: Final = "> "
+STOP_NOW_DEADLINE_S: Final = 1.0
+"""After the last Ctrl-C, everything not shielded is cancelled at this deadline at the latest."""
+_STATUS_EVERY_S: Final = 0.5
+_INPUTS: Final = 16
+"""Inputs waiting for the loop (lines come one at a time; the rest are signals): at the bound a
+signal's input is dropped, as the ones before it already ask for the same."""
+_SPINNER: Final = "-\\|/"
+
+
+def chat_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if not sys.stdin.isatty():
+        parser.error("chat: stdin is not a terminal; to send messages from a pipe use run")
+    agent = resolve_agent(
+        parser, args, sys.argv[1:], required=not (args.resume or args.conversation)
+    )
+    claimed = claim_conversation(args, agent, verbose=bool(args.verbose))
+    if isinstance(claimed, int):
+        return claimed
+    spec = agent_spec(agent, claimed.record)
+    saved = _terminal_settings()
+    try:
+        return anyio.run(_chat, args, claimed, spec)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    finally:
+        _restore_terminal(saved)  # readline changes them while it reads; we may leave mid-read
+        claimed.release()
+
+
+async def _chat(args: argparse.Namespace, claimed: ClaimedConversation, spec: AgentSpec) -> int:
+    return await _Chat(args, claimed, spec).run()
+
+
+@dataclass
+class _Question:
+    request: Any
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    option_id: str | None = None
+
+
+class _Chat:
+    def __init__(
+        self, args: argparse.Namespace, claimed: ClaimedConversation, spec: AgentSpec
+    ) -> None:
+        self.args = args
+        self.claimed = claimed
+        self.spec = spec
+        self.router = ChatRouter()
+        self.screen = ChatScreen(sys.stdout, sys.stderr, line_buffer=line_buffer)
+        self.out = ScreenStream(self.screen, "out", sys.stdout)
+        self.err = ScreenStream(self.screen, "err", sys.stderr)
+        self.printer = EventPrinter(
+            json_mode=False,
+            agent=spec.name,
+            permission_mode=args.permission,
+            text=cast(TextIO, self.out),
+            notes=cast(TextIO, self.err),
+        )
+        self.history = History(default_state_dir() / "chat_history")
+        self.everything = anyio.CancelScope()
+        self.agent: SupervisedAgent | None = None
+        self.conversation: Conversation | None = None
+        self.quit: Quit | None = None
+        self.running: int | None = None  # the seq of the running turn
+        self.turn_began = 0.0
+        self.paused = False
+        self.questions: dict[int, _Question] = {}
+        self._ids = itertools.count(1)
+        self._send, self._inputs = anyio.create_memory_object_stream[object](_INPUTS)
+
+    async def run(self) -> int:
+        progress = StartupProgress(self.spec.name, self.args.startup_timeout)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch_signals)
+            tg.start_soon(progress.run)
+            await anyio.lowlevel.checkpoint()  # the receiver is installed before the agent
+            try:
+                with self.everything:
+                    code = await self._run_agent(progress)
+            finally:
+                tg.cancel_scope.cancel()
+        if self.quit is not None and self.quit.interrupted:
+            return EXIT_INTERRUPTED
+        return code
+
+    # -- signals -------------------------------------------------------------------------
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            async for signum in signals:
+                action = (
+                    self.router.interrupt() if signum == signal.SIGINT else self.router.terminate()
+                )
+                if isinstance(action, QuitNow):
+                    self._quit_now()
+                elif self.conversation is None:  # still starting (or already closed)
+                    self.quit = Quit(interrupted=True)
+                    self.everything.cancel()
+                else:
+                    self._post(action)
+
+    def _quit_now(self) -> None:
+        self.quit = Quit(interrupted=True)
+        if self.agent is not None:
+            self.agent.kill_now()
+        if self.conversation is not None:
+            self.conversation.stop_now()
+        self.everything.deadline = min(
+            self.everything.deadline, anyio.current_time() + STOP_NOW_DEADLINE_S
+        )
+
+    def _post(self, item: object) -> None:
+        with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+            self._send.send_nowait(item)
+
+    # -- the agent and the conversation --------------------------------------------------
+
+    async def _run_agent(self, progress: StartupProgress) -> int:
+        args = self.args
+        options = ClientOptions(
+            permission=self._permission_policy(),
+            allow_fs_read=args.allow_fs,
+            allow_fs_write=args.allow_fs,
+            allow_terminal=args.allow_terminal,
+            restart=RestartPolicy(max_restarts=args.max_restarts),
+            cancel_grace_s=args.grace,
+            startup_timeout_s=args.startup_timeout,
+            auth_method=args.auth_method,
+            base_env=dict(os.environ),
+            stderr_forward=self.printer.agent_stderr if args.verbose else None,
+        )
+        policy = TurnPolicy(
+            timings=TurnTimings(
+                cancel_grace_s=args.grace,
+                idle_timeout_s=args.idle_timeout,
+                turn_timeout_s=args.turn_timeout,
+            )
+        )
+        store, record = self.claimed.store, self.claimed.record
+        try:
+            async with open_supervised_agent(self.spec, options) as agent:
+                progress.finish()
+                self.agent = agent
+                with _streams_through(self.out, self.err):
+                    try:
+                        async with anyio.create_task_group() as printing:
+                            async with open_conversation(
+                                store, agent, record, policy=policy, session_id=args.session_id
+                            ) as conversation:
+                                printing.start_soon(
+                                    self._print, conversation.subscribe(replay=True)
+                                )
+                                self.conversation = conversation
+                                await self._converse(conversation)
+                            self.conversation = None
+                    except BaseExceptionGroup as group:
+                        if len(group.exceptions) == 1:
+                            raise group.exceptions[0] from None
+                        raise
+                    finally:
+                        self.screen.close()
+                if conversation.usage is not None and not conversation.usage.is_empty:
+                    _say(f"usage: {conversation.usage.summary()}")
+                if agent.auth_failure is not None and self.quit is None:
+                    return report_auth_required(self.printer, self.spec.name, agent.auth_failure)
+        except (SpawnError, AgentError) as exc:
+            progress.finish()
+            return report_agent_failure(self.printer, self.spec.name, exc)
+        except BridgeError as exc:
+            _say(str(exc))
+            return EXIT_TURN_FAILED
+        finally:
+            progress.finish()
+        return EXIT_OK
+
+    async def _print(self, events: Any) -> None:
+        with events:
+            async for event in events:
+                self._observe(event)
+                self.printer.show(event)
+
+    def _observe(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "turn_started":
+            self.running = event.get("seq")
+            self.turn_began = anyio.current_time()
+            self.router.turn_started()
+        elif kind in ("turn_ended", "turn_failed") and event.get("seq") == self.running:
+            self.running = None
+            self.router.turn_ended()
+            self._show_status()
+
+    async def _converse(self, conversation: Conversation) -> None:
+        self.history.load()
+        self._note(
+            f"chatting with {self.spec.name} (conversation {conversation.id}); "
+            "/help lists the commands, Ctrl-D leaves"
+        )
+        token = anyio.lowlevel.current_token()
+        reader = LineReader(
+            self.screen, lambda item: anyio.from_thread.run_sync(self._post, item, token=token)
+        )
+        reader.start(PROMPT)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._status_loop)
+            async for item in self._inputs:
+                action: object = item
+                if isinstance(item, Line):
+                    if self.router.question is None or item.text.lstrip().startswith("/"):
+                        self.history.add(item.text)  # answers to questions stay out of it
+                    action = self.router.line(item.text)
+                elif isinstance(item, EndOfInput):
+                    action = self.router.end_of_input()
+                if isinstance(action, Quit):
+                    self.quit = action
+                    break
+                try:
+                    await self._perform(action)
+                except (BridgeError, ValueError) as exc:
+                    self._note(str(exc))
+                if isinstance(item, Line):
+                    reader.next(PROMPT)
+            tg.cancel_scope.cancel()
+        reader.stop()
+        self.history.save()
+        await self._leave(conversation)
+
+    async def _leave(self, conversation: Conversation) -> None:
+        """Cancel the running turn and wait (bounded) until it is recorded; the rest stays
+        queued. Closing the conversation and the agent follows."""
+        if self.agent is not None:
+            self.agent.stop_restarting()  # a quarantine now ends the agent: we are leaving
+        if self.running is None:
+            return
+        self._note(f"cancelling message {self.running} and leaving")
+        with contextlib.suppress(BridgeError):
+            await conversation.stop()
+        with anyio.move_on_after(conversation.stop_bound_s):
+            await conversation.wait_idle()
+
+    # -- performing ----------------------------------------------------------------------
+
+    async def _perform(self, action: object) -> None:
+        conversation = self.conversation
+        assert conversation is not None
+        if isinstance(action, Send):
+            await self._send_line(conversation, action.text)
+        elif isinstance(action, Answer):
+            self._answer(action)
+        elif isinstance(action, Cancel):
+            self._note(f"cancelling message {self.running}; the queue goes on")
+            await conversation.stop()
+            await conversation.resume()
+        elif isinstance(action, Stop):
+            await self._stop(conversation)
+        elif isinstance(action, Resume):
+            self.paused = False
+            await conversation.resume()
+        elif isinstance(action, Retry):
+            await self._retry(conversation, action.seq)
+        elif isinstance(action, ChooseMode):
+            if action.mode_id is None:
+                self._note(list_modes(conversation.session), prefix="")
+            else:
+                self._note(await choose_mode(conversation, action.mode_id), prefix="")
+        elif isinstance(action, ChooseModel):
+            if action.model_id is None:
+                self._note(list_models(conversation.session), prefix="")
+            else:
+                self._note(await choose_model(conversation, action.model_id), prefix="")
+        elif isinstance(action, Say):
+            self._note(action.text, prefix="")
+
+    async def _send_line(self, conversation: Conversation, text: str) -> None:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > self.args.max_message_bytes:
+            self._note(
+                f"that line is {size} bytes, over --max-message-bytes "
+                f"{self.args.max_message_bytes}; not sent"
+            )
+            return
+        busy = self.running is not None or self._depth(starting_counts=True) > 0
+        seq = await conversation.send(text)
+        self.paused = False
+        if busy:
+            self._note(f"queued as message {seq} ({self._depth()} waiting)")
+        self._show_status()
+
+    async def _stop(self, conversation: Conversation) -> None:
+        running = self.running
+        await conversation.stop()
+        self.paused = True
+        depth = self._depth()
+        kept = (
+            f"; {depth} queued message{'s' if depth != 1 else ''} kept: /resume sends them"
+            if depth
+            else ""
+        )
+        if running is not None:
+            self._note(
+                f"cancelling message {running} (the agent gets {self.args.grace:g} s); the "
+                f"queue is paused{kept}; Ctrl-C again leaves"
+            )
+        else:
+            self._note(f"the queue is paused{kept}")
+        self._show_status()
+
+    async def _retry(self, conversation: Conversation, seq: int) -> None:
+        found = {message.seq: message for message in conversation.messages()}
+        message = found.get(seq)
+        if message is None or message.state not in RETRYABLE_STATES:
+            what = "unknown" if message is None else message.state.value
+            self._note(f"message {seq} is {what}; only a cancelled or failed one can be retried")
+            return
+        await conversation.retry(seq)
+        self.paused = False
+        self._note(f"message {seq} queued again")
+
+    # -- permission questions --------------------------------------------------------------
+
+    def _permission_policy(self) -> PermissionPolicy:
+        mode = PermissionMode(self.args.permission)
+        if mode is PermissionMode.ASK:
+            return PermissionPolicy(mode, ask=self._ask)
+        return PermissionPolicy(mode)
+
+    async def _ask(self, request: Any) -> str | None:
+        """Asked on the prompt line; the next typed line answers (the oldest question first).
+        Questions are as many as the agent's requests in flight, which the client bounds."""
+        number = next(self._ids)
+        question = _Question(request)
+        self.questions[number] = question
+        self.router.question_asked(number)
+        self._show_question()
+        try:
+            await question.answered.wait()
+        finally:
+            self.questions.pop(number, None)
+            self.router.question_gone(number)
+            self._show_question()
+        return question.option_id
+
+    def _show_question(self) -> None:
+        number = self.router.question
+        if number is None:
+            self.screen.set_question("")
+            return
+        request = self.questions[number].request
+        title = request.tool_call.title or "a tool call"
+        self.screen.set_question(
+            f"permission: the agent asks to run {title!r}: y (allow once), n (reject), "
+            "a (always allow)?"
+        )
+
+    def _answer(self, answer: Answer) -> None:
+        question = self.questions.get(answer.question)
+        if question is None:
+            return
+        options = list(question.request.options)
+        if answer.kind == "allow_always":
+            chosen = next((o for o in options if o.kind == "allow_always"), None)
+            if chosen is None:
+                self._note("the agent offers no always-allow here; answer y or n")
+                return
+        else:
+            chosen = choose_option(options, "allow" if answer.kind == "allow_once" else "reject")
+        question.option_id = chosen.option_id if chosen is not None else None
+        question.answered.set()
+
+    # -- status ------------------------------------------------------------------------
+
+    def _depth(self, *, starting_counts: bool = False) -> int:
+        """Messages waiting behind the running turn (and, unless ``starting_counts``, behind
+        the one about to start)."""
+        conversation = self.conversation
+        if conversation is None:
+            return 0
+        waiting = sum(
+            1
+            for message in conversation.messages()
+            if message.state is MessageState.QUEUED and message.seq != self.running
+        )
+        if self.running is None and not self.paused and waiting and not starting_counts:
+            waiting -= 1  # the head is starting: it is no longer waiting
+        return waiting
+
+    async def _status_loop(self) -> None:
+        for tick in itertools.count():
+            self._show_status(tick)
+            await anyio.sleep(_STATUS_EVERY_S)
+
+    def _show_status(self, tick: int = 0) -> None:
+        depth = self._depth()
+        queued = f"{depth} queued" + (" (paused: /resume sends them)" if self.paused else "")
+        if self.running is not None:
+            elapsed = anyio.current_time() - self.turn_began
+            text = f"{_SPINNER[tick % len(_SPINNER)]} {self.spec.name} working {elapsed:.0f} s"
+            text += f", {queued}" if depth else ""
+            text += " (Ctrl-C cancels)"
+        else:
+            text = queued if depth else ""
+        self.screen.set_status(text)
+
+    def _note(self, text: str, *, prefix: str = "acp-bridge: ") -> None:
+        self.screen.write("err", prefix + text + "\n")
+
+
+@contextlib.contextmanager
+def _streams_through(out: ScreenStream, err: ScreenStream) -> Iterator[None]:
+    """While the chat runs, everything else written to stdout and stderr (logs, the agent's
+    stderr with -v) goes above the footer too."""
+    real_out, real_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = cast(TextIO, out), cast(TextIO, err)
+    handlers = [
+        handler
+        for handler in logging.getLogger().handlers
+        if isinstance(handler, logging.StreamHandler) and handler.stream is real_err
+    ]
+    for handler in handlers:
+        handler.setStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = real_out, real_err
+        for handler in handlers:
+            handler.setStream(real_err)
+
+
+def _terminal_settings() -> list[Any] | None:
+    try:
+        return termios.tcgetattr(sys.stdin.fileno())
+    except (termios.error, OSError, ValueError):
+        return None
+
+
+def _restore_terminal(saved: list[Any] | None) -> None:
+    if saved is None:
+        return
+    with contextlib.suppress(termios.error, OSError, ValueError):
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, saved)
+
+
+def _say(text: str) -> None:
+    print(f"acp-bridge: {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,220 @@
+"""Where a chat's input goes: typed lines, Ctrl-C, Ctrl-D and termination signals. Pure.
+
+:class:`ChatRouter` knows only what the chat told it (a turn started or ended, a permission
+question is waiting or gone) and turns each input into one action for the chat to perform.
+
+Rules:
+
+* A line starting with ``/`` is a command, always (so ``/cancel`` works while a question
+  waits); ``//text`` sends ``/text``. Unknown commands and bad arguments give :class:`Say`.
+* Otherwise, while a permission question waits, the line answers the oldest one: ``y``/``yes``
+  allow once, ``n``/``no`` reject, ``a``/``always`` allow always; anything else asks again.
+* Otherwise a non-blank line is sent (queued behind the running turn, if any).
+* Ctrl-C while a turn runs and no cancel was asked yet: :class:`Stop` (cancel it, pause the
+  queue). Ctrl-C at an idle prompt, or while the cancel is under way: :class:`Quit`. Any
+  interrupt once quitting: :class:`QuitNow`. Ctrl-D: :class:`Quit`. SIGTERM/SIGHUP: quit, the
+  second one now.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+__all__ = [
+    "HELP_TEXT",
+    "Answer",
+    "Cancel",
+    "ChatRouter",
+    "ChooseMode",
+    "ChooseModel",
+    "Quit",
+    "QuitNow",
+    "Resume",
+    "Retry",
+    "Say",
+    "Send",
+    "Stop",
+]
+
+
+@dataclass(frozen=True)
+class Send:
+    text: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    question: int
+    kind: str  # "allow_once" | "reject_once" | "allow_always"
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """Cancel the running turn; the queue goes on."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Cancel the running turn and pause the queue (kept in the store)."""
+
+
+@dataclass(frozen=True)
+class Resume:
+    pass
+
+
+@dataclass(frozen=True)
+class Retry:
+    seq: int
+
+
+@dataclass(frozen=True)
+class ChooseMode:
+    mode_id: str | None  # None: list them
+
+
+@dataclass(frozen=True)
+class ChooseModel:
+    model_id: str | None  # None: list them
+
+
+@dataclass(frozen=True)
+class Say:
+    text: str
+
+
+@dataclass(frozen=True)
+class Quit:
+    interrupted: bool  # left by a signal or while a turn ran (exit 130), else 0
+
+
+@dataclass(frozen=True)
+class QuitNow:
+    """Kill the agent's tree at once; record what is open as cancelled without waiting."""
+
+
+Action = Send | Answer | Cancel | Stop | Resume | Retry | ChooseMode | ChooseModel | Say | Quit
+Interrupted = Stop | Quit | QuitNow
+
+HELP_TEXT = """\
+commands:
+  /cancel      cancel the running turn; queued messages go on
+  /stop        cancel the running turn and pause the queue (kept: /resume sends it,
+               and a new message is sent after it)
+  /resume      send the paused queue
+  /retry N     send message N again (a cancelled, superseded or failed one)
+  /mode [ID]   list the agent's modes, or choose one
+  /model [ID]  list the agent's models, or choose one
+  /quit        cancel the running turn and leave (queued messages stay for --resume)
+  /help        this text
+  //text       send "/text"
+keys: Ctrl-C cancels the running turn (like /stop); again, or at an idle prompt, leaves.
+      Ctrl-D leaves. A permission question is answered on the prompt line: y, n or a."""
+
+_ANSWERS = {
+    "y": "allow_once",
+    "yes": "allow_once",
+    "n": "reject_once",
+    "no": "reject_once",
+    "a": "allow_always",
+    "always": "allow_always",
+}
+
+
+class ChatRouter:
+    def __init__(self) -> None:
+        self.turn_running = False
+        self.cancel_asked = False
+        self.quitting = False
+        self._questions: deque[int] = deque()
+
+    # -- what the chat tells it --------------------------------------------------------
+
+    def turn_started(self) -> None:
+        self.turn_running = True
+        self.cancel_asked = False
+
+    def turn_ended(self) -> None:
+        self.turn_running = False
+        self.cancel_asked = False
+
+    def question_asked(self, question: int) -> None:
+        self._questions.append(question)
+
+    def question_gone(self, question: int) -> None:
+        if question in self._questions:
+            self._questions.remove(question)
+
+    @property
+    def question(self) -> int | None:
+        """The question the next answer goes to: the oldest one waiting."""
+        return self._questions[0] if self._questions else None
+
+    # -- inputs --------------------------------------------------------------------------
+
+    def line(self, text: str) -> Action | None:
+        stripped = text.strip()
+        if stripped.startswith("//"):
+            return Send(text.lstrip()[1:])
+        if stripped.startswith("/"):
+            return self._command(stripped)
+        if self._questions:
+            kind = _ANSWERS.get(stripped.lower())
+            if kind is None:
+                return Say("answer y (allow once), n (reject) or a (always allow)")
+            return Answer(self._questions[0], kind)
+        if not stripped:
+            return None
+        return Send(text)
+
+    def interrupt(self) -> Interrupted:
+        """Ctrl-C."""
+        if self.quitting:
+            return QuitNow()
+        if self.turn_running and not self.cancel_asked:
+            self.cancel_asked = True
+            return Stop()
+        self.quitting = True
+        return Quit(interrupted=self.turn_running)
+
+    def terminate(self) -> Quit | QuitNow:
+        """SIGTERM or SIGHUP: leave (a second one: now)."""
+        if self.quitting:
+            return QuitNow()
+        self.quitting = True
+        return Quit(interrupted=True)
+
+    def end_of_input(self) -> Quit:
+        """Ctrl-D (or the terminal went away)."""
+        self.quitting = True
+        return Quit(interrupted=False)
+
+    def _command(self, stripped: str) -> Action:
+        name, _, rest = stripped[1:].partition(" ")
+        arg = rest.strip() or None
+        if name == "cancel":
+            if not self.turn_running:
+                return Say("no turn is running")
+            self.cancel_asked = True
+            return Cancel()
+        if name == "stop":
+            if self.turn_running:
+                self.cancel_asked = True
+            return Stop()
+        if name == "resume":
+            return Resume()
+        if name == "retry":
+            if arg is None or not arg.isdigit():
+                return Say("usage: /retry N (a message number, as shown when it was queued)")
+            return Retry(int(arg))
+        if name == "mode":
+            return ChooseMode(arg)
+        if name == "model":
+            return ChooseModel(arg)
+        if name in ("quit", "exit"):
+            self.quitting = True
+            return Quit(interrupted=False)
+        if name == "help":
+            return Say(HELP_TEXT)
+        return Say(f"unknown command /{name}; /help lists them")

@@ -1,0 +1,214 @@
+"""The chat's terminal: finished output scrolls up, a footer stays at the bottom.
+
+The footer is, top to bottom: the agent's line still being written (the partial line, on
+stdout), the status line while the agent works (stderr, only when stderr is a terminal), a
+waiting permission question (stdout), and the prompt line with what the person has typed so
+far (drawn by readline in the input thread). Every write goes through :meth:`ChatScreen.write`
+(``sys.stdout`` and ``sys.stderr`` are replaced by :class:`ScreenStream` while the chat runs),
+which erases the footer, writes the finished lines above it and draws it again. So text the
+agent streams never lands in the middle of the line being typed.
+
+Off a terminal (stdout redirected), writes go straight through and there is no footer.
+
+Bounds: the partial line is at most :data:`PARTIAL_MAX` characters; at the bound it is written
+out as a finished line and a new one starts.
+
+Threads: the loop thread writes; the input thread announces the prompt it is about to show and
+the line it read. A lock orders them. readline redraws its own line as the person types; this
+module only redraws it (prompt and buffer, cursor at the end) after writing above it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import threading
+import unicodedata
+from collections.abc import Callable
+from typing import Final, TextIO
+
+__all__ = ["PARTIAL_MAX", "ChatScreen", "ScreenStream", "display_width"]
+
+PARTIAL_MAX: Final = 4096
+_ERASE_BELOW: Final = "\x1b[J"
+
+
+_ESCAPES: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes on a terminal: escape sequences (colors) take none, wide East
+    Asian characters two."""
+    plain = _ESCAPES.sub("", text)
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in plain)
+
+
+def _no_buffer() -> str:
+    return ""
+
+
+class ChatScreen:
+    def __init__(
+        self,
+        out: TextIO,
+        err: TextIO,
+        *,
+        line_buffer: Callable[[], str] = _no_buffer,
+        columns: Callable[[], int] | None = None,
+    ) -> None:
+        self.out = out
+        self.err = err
+        self.fancy = out.isatty()
+        self._status_shown = err.isatty()
+        self._line_buffer = line_buffer
+        self._columns = columns or (lambda: shutil.get_terminal_size().columns)
+        self._lock = threading.Lock()
+        self._partial = {"out": "", "err": ""}
+        self._status = ""
+        self._question = ""
+        self._prompt: str | None = None
+        self._footer_rows = 0  # rows the footer takes above the prompt line
+
+    # -- writers ---------------------------------------------------------------------------
+
+    def write(self, stream: str, text: str) -> None:
+        """Write ``text`` to ``stream`` ("out" or "err") above the footer."""
+        if not text:
+            return
+        with self._lock:
+            if not self.fancy:
+                target = self.out if stream == "out" else self.err
+                target.write(text)
+                target.flush()
+                return
+            self._erase()
+            pending = self._partial[stream] + text
+            finished, newline, rest = pending.rpartition("\n")
+            if len(rest) > PARTIAL_MAX:
+                finished, newline, rest = pending, "\n", ""
+            if newline:
+                target = self.out if stream == "out" else self.err
+                target.write(finished + "\n")
+                target.flush()
+            self._partial[stream] = rest
+            self._draw()
+
+    def set_status(self, text: str) -> None:
+        self._change(lambda: setattr(self, "_status", text))
+
+    def set_question(self, text: str) -> None:
+        self._change(lambda: setattr(self, "_question", text))
+
+    def close(self) -> None:
+        """Erase the footer and write out what is left of the partial lines."""
+        with self._lock:
+            if self.fancy:
+                self._erase()
+            for stream, target in (("out", self.out), ("err", self.err)):
+                rest = self._partial[stream]
+                if rest:
+                    target.write(rest + "\n")
+                    target.flush()
+                    self._partial[stream] = ""
+            self._status = self._question = ""
+            self._prompt = None
+            self._footer_rows = 0
+            self.fancy = False
+
+    # -- the input thread --------------------------------------------------------------
+
+    def prompt_shown(self, prompt: str) -> None:
+        """readline has printed ``prompt`` (below the footer) and is about to read: from now on
+        the prompt line is part of the footer. Drawn again at once, which also repairs a
+        redraw that came between readline printing the prompt and this call."""
+        with self._lock:
+            self._prompt = prompt
+            if self.fancy:
+                self._erase()
+                self._draw()
+
+    def line_entered(self, prompt: str, text: str) -> None:
+        """readline took a line (the cursor went to the next row): keep ``prompt + text`` as
+        a finished line above the footer, which is drawn again without a prompt."""
+        with self._lock:
+            if not self.fancy:
+                self._prompt = None
+                return
+            up = self._footer_rows + self._rows(prompt + text)
+            self.out.write("\r" + f"\x1b[{up}A" + _ERASE_BELOW)
+            self._prompt = None
+            self._footer_rows = 0
+            self.out.write(prompt + text + "\n")
+            self.out.flush()
+            self._draw()
+
+    # -- drawing -----------------------------------------------------------------------
+
+    def _change(self, change: Callable[[], None]) -> None:
+        with self._lock:
+            if not self.fancy:
+                change()
+                return
+            self._erase()
+            change()
+            self._draw()
+
+    def _erase(self) -> None:
+        """Go to the footer's first row and clear to the end of the screen. The cursor is at
+        the end of the prompt line (readline's line, as typed so far), or below the footer."""
+        up = self._footer_rows
+        if self._prompt is not None:
+            up += self._rows(self._prompt + self._line_buffer()) - 1
+        self.out.write("\r" + (f"\x1b[{up}A" if up else "") + _ERASE_BELOW)
+        self._footer_rows = 0
+
+    def _draw(self) -> None:
+        above = 0
+        partial = self._partial["out"] or self._partial["err"]
+        if partial:
+            self.out.write(partial + "\n")
+            above += self._rows(partial)
+        self.out.flush()
+        if self._status and self._status_shown:
+            self.err.write(self._status + "\x1b[K\n")
+            self.err.flush()
+            above += self._rows(self._status)
+        if self._question:
+            self.out.write(self._question + "\n")
+            above += sum(self._rows(line) for line in self._question.split("\n"))
+        if self._prompt is not None:
+            self.out.write(self._prompt + self._line_buffer())
+        self.out.flush()
+        self._footer_rows = above
+
+    def _rows(self, text: str) -> int:
+        columns = max(1, self._columns())
+        return max(1, -(-display_width(text) // columns))
+
+
+class ScreenStream:
+    """Stands in for ``sys.stdout`` or ``sys.stderr``: writes go through the screen. Keeps the
+    real stream's file descriptor and encoding, so ``input()`` still uses readline."""
+
+    def __init__(self, screen: ChatScreen, stream: str, real: TextIO) -> None:
+        self._screen = screen
+        self._stream = stream
+        self._real = real
+        self.encoding = real.encoding
+        self.errors = real.errors
+
+    def write(self, text: str) -> int:
+        self._screen.write(self._stream, text)
+        return len(text)
+
+    def flush(self) -> None:
+        """Writes are flushed as they are made."""
+
+    def fileno(self) -> int:
+        return self._real.fileno()
+
+    def isatty(self) -> bool:
+        return self._real.isatty()
+
+    def writable(self) -> bool:
+        return True

@@ -1,0 +1,179 @@
+"""Finding the conversation a CLI command works on, and owning it: shared by ``run`` and ``chat``.
+
+:func:`claim_conversation` opens the store (created mode 0600 in a 0700 directory: it holds
+prompts), picks the conversation (a new one; ``--conversation ID``; or ``--resume``, the latest
+one of this cwd and agent whose agent started), reconciles it with what is asked now (cwd, MCP
+servers), and takes its owner lock (one process per conversation). Every refusal is one line on
+stderr and exit 2.
+
+It expects the options ``run`` and ``chat`` both define: ``--store``, ``--cwd``,
+``--conversation`` and ``--resume``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from acp_bridge.cli.exit_codes import EXIT_USAGE
+from acp_bridge.cli.named_agents import ResolvedAgent
+from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
+from acp_bridge.conversation.reconcile import reconcile
+from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.errors import ConfigMismatchError, QueueStoreError
+from acp_bridge.process.spec import AgentSpec
+
+__all__ = [
+    "ClaimedConversation",
+    "agent_spec",
+    "claim_conversation",
+    "default_state_dir",
+    "default_store_path",
+    "make_private_dir",
+]
+
+
+def default_state_dir() -> Path:
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "acp-bridge"
+
+
+def default_store_path() -> Path:
+    return default_state_dir() / "store.db"
+
+
+@dataclass
+class ClaimedConversation:
+    """An open store and a conversation this process owns until :meth:`release`."""
+
+    store: QueueStore
+    record: ConversationRecord
+    owner: ConversationOwner
+
+    def release(self) -> None:
+        self.store.close()
+        self.owner.release()
+
+
+def claim_conversation(
+    args: argparse.Namespace, agent: ResolvedAgent, *, verbose: bool = False
+) -> ClaimedConversation | int:
+    """The conversation ``args`` names, owned by this process; or an exit code (2), the reason
+    said on stderr."""
+    store_path = Path(args.store) if args.store else default_store_path()
+    try:
+        make_private_dir(store_path.parent)
+        store = QueueStore.open(store_path)
+    except (OSError, QueueStoreError) as exc:
+        _say(f"cannot open the store {store_path}: {exc}")
+        return EXIT_USAGE
+    try:
+        record = _conversation(store, args, agent)
+    except (ConfigMismatchError, QueueStoreError, ValueError) as exc:
+        store.close()
+        _say(str(exc))
+        return EXIT_USAGE
+    owner = ConversationOwner(store_path, record.id)
+    try:
+        owner.acquire()  # before anything reads or recovers its messages
+    except ConversationBusyError as exc:
+        store.close()
+        _say(str(exc))
+        return EXIT_USAGE
+    except (OSError, ValueError) as exc:
+        store.close()
+        _say(f"cannot lock conversation {record.id} ({owner.path}): {exc}")
+        return EXIT_USAGE
+    if verbose:
+        _say(f"conversation {record.id} (cwd {record.cwd})")
+    servers = _mcp_servers_now(agent, record)
+    if servers != list(record.mcp_servers):  # reconciled above; owned now, so ours to change
+        record = store.update_conversation(record.id, mcp_servers=servers, now=time.time())
+    return ClaimedConversation(store, record, owner)
+
+
+def agent_spec(agent: ResolvedAgent, record: ConversationRecord) -> AgentSpec:
+    """The agent to start: the one given now, else the conversation's stored command."""
+    return AgentSpec(
+        list(agent.argv or record.agent.get("argv", [])),
+        name=agent.name or "",
+        cwd=Path(record.cwd),
+        env=agent.env,
+    )
+
+
+def make_private_dir(directory: Path) -> None:
+    """Create ``directory`` mode 0700 (whatever the umask) if it is missing; an existing one
+    keeps its mode. The store and the chat history hold prompts."""
+    if directory.is_dir():
+        return
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(mode=0o700)
+    except FileExistsError:
+        return  # another process made it first: its mode is its creator's
+    directory.chmod(0o700)
+
+
+def _conversation(
+    store: QueueStore, args: argparse.Namespace, agent: ResolvedAgent
+) -> ConversationRecord:
+    argv = agent.argv
+    cwd = str(Path(args.cwd).resolve() if args.cwd else Path.cwd())  # checked by argparse
+    record: ConversationRecord | None
+    if args.conversation:
+        record = store.get_conversation(args.conversation)
+        if record is None:
+            raise ValueError(f"no stored conversation {args.conversation!r} in {store.path}")
+    elif args.resume:
+        record = store.latest_resumable(cwd, argv or None)
+        if record is None:
+            raise ValueError(_nothing_to_resume(store, cwd, argv))
+    else:
+        named = {"name": agent.name} if agent.name else {}
+        return store.create_conversation(
+            agent={"argv": argv, **named},
+            cwd=cwd,
+            mcp_servers=agent.mcp_servers,
+            config={},
+            now=time.time(),
+        )
+    reconcile(
+        record,
+        cwd=cwd,  # without --cwd, the current directory: never quietly somewhere else
+        mcp_servers=_mcp_servers_now(agent, record),
+        history=store.events(record.id),
+    )
+    return record
+
+
+def _mcp_servers_now(agent: ResolvedAgent, record: ConversationRecord) -> list[dict[str, Any]]:
+    """The MCP servers this process's sessions get: the ones given now (the named agent's,
+    --mcp). Continuing a conversation with no agent and no --mcp given keeps its stored ones."""
+    if agent.argv or agent.mcp_servers:
+        return list(agent.mcp_servers)
+    return list(record.mcp_servers)
+
+
+def _nothing_to_resume(store: QueueStore, cwd: str, argv: list[str]) -> str:
+    agent = f" and the agent {' '.join(argv)}" if argv else ""
+    text = (
+        f"no stored conversation to resume for {cwd}{agent} in {store.path} (only "
+        "conversations whose agent started a session can be resumed)"
+    )
+    elsewhere = store.latest_resumable(None, argv or None)
+    if elsewhere is not None:
+        text += (
+            f"; the latest for this agent, {elsewhere.id}, was started in {elsewhere.cwd} "
+            f"(continue it there, or with --conversation {elsewhere.id} --cwd {elsewhere.cwd})"
+        )
+    return text
+
+
+def _say(text: str) -> None:
+    print(f"acp-bridge: {text}", file=sys.stderr, flush=True)

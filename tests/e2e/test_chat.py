@@ -1,0 +1,370 @@
+"""`acp-bridge chat` through the real process on a pty that is its controlling terminal (#8 add 3):
+streaming, queueing, permission questions, Ctrl-C, /mode and /model, /retry, /quit. Plus the
+pure input routing (chat_router). Every wait is on what the terminal shows, the store, or the
+agent's connect-back socket."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pty
+import re
+import select
+import socket
+import sqlite3
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from acp_bridge.cli.chat_router import (
+    Answer,
+    Cancel,
+    ChatRouter,
+    ChooseModel,
+    Quit,
+    QuitNow,
+    Retry,
+    Say,
+    Send,
+    Stop,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTS = ROOT / "fixtures" / "agents"
+BRIDGE = [sys.executable, "-m", "acp_bridge", "chat"]
+CTRL_C = b"\x03"
+CTRL_D = b"\x04"
+
+
+def agent(script: str, *flags: str) -> list[str]:
+    return [sys.executable, "-u", str(AGENTS / script), "--quiet", *flags]
+
+
+class Terminal:
+    """The chat on a pty that is its controlling terminal, as in an interactive shell."""
+
+    def __init__(self, args: list[str], tmp: Path) -> None:
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, b"\x18\x00\x78\x00\x00\x00\x00\x00")  # 24x120
+
+        def become_terminal_session() -> None:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "XDG_STATE_HOME": str(tmp / "state"),
+            "NO_COLOR": "1",
+        }
+        self.process = subprocess.Popen(
+            [*BRIDGE, "--store", str(tmp / "s.db"), *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=tmp,
+            env=env,
+            preexec_fn=become_terminal_session,
+        )
+        os.close(slave)
+        self.seen = b""
+        self.mark = 0  # read_until looks from here on
+
+    def read_until(self, text: bytes | re.Pattern[bytes], timeout: float = 20) -> bytes:
+        """Wait until the terminal shows ``text`` after the mark; move the mark past it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self._find(text)
+            if found is not None:
+                self.mark = found
+                return self.seen
+            left = deadline - time.monotonic()
+            assert left > 0, f"never saw {text!r}; the terminal showed {self.seen[-1500:]!r}"
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:  # EIO: the chat closed the terminal
+                    chunk = b""
+                assert chunk, f"the terminal closed before {text!r}: {self.seen[-1500:]!r}"
+                self.seen += chunk
+
+    def _find(self, text: bytes | re.Pattern[bytes]) -> int | None:
+        if isinstance(text, bytes):
+            at = self.seen.find(text, self.mark)
+            return None if at < 0 else at + len(text)
+        match = text.search(self.seen, self.mark)
+        return None if match is None else match.end()
+
+    def type(self, text: bytes) -> None:
+        os.write(self.master, text)
+
+    def say(self, line: str) -> None:
+        """Type ``line`` at the prompt once readline shows it."""
+        self.read_until(b"> ")
+        self.type(line.encode() + b"\r")
+
+    def finish(self, timeout: float = 20) -> int:
+        deadline = time.monotonic() + timeout
+        while self.process.poll() is None:
+            assert time.monotonic() < deadline, f"the chat did not exit: {self.seen[-1500:]!r}"
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                with contextlib.suppress(OSError):
+                    self.seen += os.read(self.master, 4096)
+        return self.process.returncode
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        os.close(self.master)
+
+
+@contextlib.contextmanager
+def chat(args: list[str], tmp: Path) -> Iterator[Terminal]:
+    terminal = Terminal(args, tmp)
+    try:
+        yield terminal
+    finally:
+        terminal.close()
+
+
+class ConnectBack:
+    """The agent connects here at start and holds the socket until it dies."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.peer: socket.socket | None = None
+
+    def flag(self) -> list[str]:
+        return ["--connect-back", str(self.port)]
+
+    def wait_alive(self, timeout: float = 20) -> None:
+        self.server.settimeout(timeout)
+        self.peer, _ = self.server.accept()
+        self.peer.settimeout(timeout)
+        assert self.peer.recv(64).startswith(b"alive ")
+
+    def wait_dead(self, timeout: float = 10) -> None:
+        assert self.peer is not None
+        self.peer.settimeout(timeout)
+        while self.peer.recv(64):
+            pass  # EOF: the agent process is gone (the socket is not inherited by anyone)
+
+    def close(self) -> None:
+        if self.peer is not None:
+            self.peer.close()
+        self.server.close()
+
+
+def messages(store: Path) -> list[tuple[int, str, int]]:
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        return list(db.execute("SELECT seq, state, attempts FROM messages ORDER BY seq"))
+
+
+# -- the real process -----------------------------------------------------------------------------
+
+
+def test_an_answer_streams_and_quit_leaves(tmp_path: Path) -> None:
+    back = ConnectBack()
+    try:
+        with chat(["--", *agent("echo_agent.py", *back.flag())], tmp_path) as terminal:
+            back.wait_alive()
+            terminal.read_until(b"/help lists the commands")
+            terminal.say("trickle 3 20")
+            terminal.read_until(b"trickle-1-0 ")
+            terminal.read_until(b"trickle-1-0 trickle-1-1 trickle-1-2 \r\n")  # finished line
+            terminal.read_until(b"[done] end_turn")
+            terminal.say("/quit")
+            assert terminal.finish() == 0
+            back.wait_dead()
+    finally:
+        back.close()
+    assert messages(tmp_path / "s.db") == [(1, "done", 1)]
+    assert "trickle 3 20" in (tmp_path / "state" / "acp-bridge" / "chat_history").read_text()
+
+
+def test_lines_typed_during_a_turn_are_queued_with_the_depth_shown(tmp_path: Path) -> None:
+    with chat(["--", *agent("echo_agent.py")], tmp_path) as terminal:
+        terminal.say("echo begun; wait")
+        terminal.read_until(b"begun\r\n")  # the answer (the typed line says "begun;")
+        terminal.say("trickle 1 1")
+        terminal.read_until(b"queued as message 2 (1 waiting)")
+        terminal.say("trickle 1 1")
+        terminal.read_until(b"queued as message 3 (2 waiting)")
+        terminal.say("/cancel")
+        terminal.read_until(b"message 1 ended cancelled")
+        terminal.read_until(b"trickle-2-0")  # the queue went on: messages 2 and 3
+        terminal.read_until(b"trickle-3-0")
+        terminal.read_until(b"[done] end_turn")
+        terminal.type(CTRL_D)
+        assert terminal.finish() == 0
+    assert messages(tmp_path / "s.db") == [(1, "cancelled", 1), (2, "done", 1), (3, "done", 1)]
+
+
+def test_a_permission_request_is_asked_on_the_prompt_line(tmp_path: Path) -> None:
+    with chat(["--", *agent("permission_agent.py")], tmp_path) as terminal:
+        terminal.say("go")
+        terminal.read_until(b"y (allow once), n (reject), a (always allow)?")
+        terminal.say("maybe")  # not an answer: asked again
+        terminal.read_until(b"answer y (allow once), n (reject) or a (always allow)")
+        terminal.say("y")
+        terminal.read_until(b"permission selected ")
+        terminal.read_until(b"allow_once")
+        terminal.say("go")
+        terminal.read_until(b"(always allow)?")
+        terminal.say("a")
+        terminal.read_until(b"allow_always")
+        terminal.say("go")
+        terminal.read_until(b"(always allow)?")
+        terminal.say("n")
+        terminal.read_until(b"reject_once")
+        terminal.say("/quit")
+        assert terminal.finish() == 0
+    history = (tmp_path / "state" / "acp-bridge" / "chat_history").read_text().split("\n")
+    assert "go" in history and "y" not in history and "maybe" not in history
+
+
+def test_ctrl_c_cancels_the_turn_retry_sends_it_again_and_ctrl_c_at_the_prompt_leaves(
+    tmp_path: Path,
+) -> None:
+    back = ConnectBack()
+    store = tmp_path / "s.db"
+    try:
+        with chat(["--", *agent("echo_agent.py", *back.flag())], tmp_path) as terminal:
+            back.wait_alive()
+            terminal.say("echo begun; wait")
+            terminal.read_until(b"begun\r\n")  # the answer (the typed line says "begun;")
+            terminal.type(CTRL_C)
+            terminal.read_until(b"cancelling message 1")
+            terminal.read_until(b"message 1 ended cancelled")
+            assert messages(store) == [(1, "cancelled", 1)]  # recorded before it is shown
+            terminal.say("/retry 1")
+            terminal.read_until(b"message 1 queued again")
+            terminal.read_until(b"begun\r\n")  # the same message, prompted again
+            terminal.type(CTRL_C)
+            terminal.read_until(b"message 1 ended cancelled")
+            terminal.read_until(b"> ")
+            terminal.type(CTRL_C)  # at an idle prompt: leave
+            assert terminal.finish() == 0
+            back.wait_dead()
+    finally:
+        back.close()
+    assert messages(store) == [(1, "cancelled", 2)]
+
+
+def test_a_second_ctrl_c_during_the_cancel_leaves_with_the_turn_recorded_cancelled(
+    tmp_path: Path,
+) -> None:
+    """The agent ignores the cancel: the second Ctrl-C leaves once the grace window closed
+    the turn (recorded cancelled), and the agent's tree is stopped."""
+    back = ConnectBack()
+    store = tmp_path / "s.db"
+    try:
+        stubborn = agent("stubborn_agent.py", *back.flag())
+        with chat(["--grace", "0.5", "--", *stubborn], tmp_path) as terminal:
+            back.wait_alive()
+            terminal.say("hello")
+            terminal.read_until(b"working")  # the status line: the turn runs
+            terminal.type(CTRL_C)
+            terminal.read_until(b"cancelling message 1")
+            terminal.type(CTRL_C)
+            assert terminal.finish() == 130
+            back.wait_dead()
+    finally:
+        back.close()
+    assert messages(store) == [(1, "cancelled", 1)]
+
+
+def test_mode_and_model_list_and_choose_what_the_agent_offers(tmp_path: Path) -> None:
+    with chat(["--", *agent("echo_agent.py", "--settings")], tmp_path) as terminal:
+        terminal.say("/mode")
+        terminal.read_until(re.compile(rb"modes:\r\n \* ask +Ask\r\n   code +Code"))
+        terminal.say("/model")
+        terminal.read_until(re.compile(rb"models:\r\n \* small +Small\r\n   large +Large"))
+        terminal.say("/model huge")
+        terminal.read_until(b"the agent offers no model 'huge'; it offers small, large")
+        terminal.say("/model large")
+        terminal.read_until(b"model: large")
+        terminal.say("/mode code")
+        terminal.read_until(b"mode: code")
+        terminal.say("settings")
+        terminal.read_until(b"settings mode=code model=large")
+        terminal.say("/bogus")
+        terminal.read_until(b"unknown command /bogus; /help lists them")
+        terminal.say("/quit")
+        assert terminal.finish() == 0
+
+
+def test_chat_needs_a_terminal(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*BRIDGE, "--store", str(tmp_path / "s.db"), "--", *agent("echo_agent.py")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "stdin is not a terminal" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -- the input routing (pure) ---------------------------------------------------------------------
+
+
+def test_routing_of_lines_commands_and_answers() -> None:
+    router = ChatRouter()
+    assert router.line("hello") == Send("hello")
+    assert router.line("   ") is None
+    assert router.line("//etc/passwd") == Send("/etc/passwd")
+    assert router.line("/cancel") == Say("no turn is running")
+    assert router.line("/retry x") == Say(
+        "usage: /retry N (a message number, as shown when it was queued)"
+    )
+    assert router.line("/retry 3") == Retry(3)
+    assert router.line("/model large") == ChooseModel("large")
+    router.turn_started()
+    router.question_asked(7)
+    router.question_asked(8)
+    assert router.line("y") == Answer(7, "allow_once")  # the oldest question first
+    assert router.line("/cancel") == Cancel()  # commands still work while asked
+    router.question_gone(7)
+    assert router.line("always") == Answer(8, "allow_always")
+    assert isinstance(router.line("what?"), Say)
+    router.question_gone(8)
+    assert router.line("n") == Send("n")
+
+
+def test_routing_of_interrupts() -> None:
+    router = ChatRouter()
+    router.turn_started()
+    assert router.interrupt() == Stop()  # first: cancel the turn
+    assert router.interrupt() == Quit(interrupted=True)  # second, while cancelling: leave
+    assert router.interrupt() == QuitNow()  # third: now
+    idle = ChatRouter()
+    assert idle.interrupt() == Quit(interrupted=False)  # at an idle prompt: leave
+    ended = ChatRouter()
+    ended.turn_started()
+    assert ended.interrupt() == Stop()
+    ended.turn_ended()
+    assert ended.interrupt() == Quit(interrupted=False)
+    terminated = ChatRouter()
+    assert terminated.terminate() == Quit(interrupted=True)
+    assert terminated.terminate() == QuitNow()
+    assert ChatRouter().end_of_input() == Quit(interrupted=False)
+
+
+@pytest.mark.parametrize("answer", ["Y", "yes", " no ", "A"])
+def test_answers_are_case_and_space_blind(answer: str) -> None:
+    router = ChatRouter()
+    router.question_asked(1)
+    assert isinstance(router.line(answer), Answer)
