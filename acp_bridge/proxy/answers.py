@@ -52,10 +52,18 @@ def _tail(record: ExitRecord) -> str:
 
 
 def exit_error(
-    request_id: Any, name: str, record: ExitRecord, *, restored: bool, why_not: str | None
+    request_id: Any,
+    name: str,
+    record: ExitRecord,
+    *,
+    restored: bool,
+    why_not: str | None,
+    has_session: bool = True,
 ) -> bytes:
     """The answer to a request the agent's exit cut short, once the restart is over."""
-    if restored:
+    if not has_session:
+        after = "it was restarted; the request was not re-sent"
+    elif restored:
         after = "it was restarted and the session was restored; the request was not re-sent"
     else:
         after = f"it was restarted but the session could not be restored ({why_not})"
@@ -65,7 +73,7 @@ def exit_error(
         message += f"\nLast stderr lines of the agent:\n{tail}"
     data = {
         "recoverable": restored,
-        "sessionRestored": restored,
+        "sessionRestored": restored if has_session else None,
         "agentExit": {
             "reason": record.reason,
             "returncode": record.returncode,

@@ -379,11 +379,15 @@ class ProxyRelay:
             why = self._registry.lost_reason(request.session_id)
             if record is None:
                 continue
-            await self._editor.send(
-                answers.exit_error(
-                    request.id, self._name, record, restored=why is None, why_not=why
-                )
+            answer = answers.exit_error(
+                request.id,
+                self._name,
+                record,
+                restored=why is None,
+                why_not=why,
+                has_session=request.session_id is not None,
             )
+            await self._editor.send(answer)
         actions, refused = self._turns.resume(anyio.current_time(), lost)
         for prompt in refused:
             why = self._registry.lost_reason(prompt.session_id) or "it could not be restored"

@@ -4,6 +4,7 @@ toward the editor, and reports sessions it could not restore as lost."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ def _replayed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def test_a_crash_mid_turn_keeps_every_session(tmp_path: Path) -> None:
     flags = ["--quiet", "--history", str(tmp_path / "h.json")]
     flags += ["--crash-once-file", str(tmp_path / "crashed")]
-    async with open_editor(proxy(agent_argv=agent("echo_agent.py", *flags))) as editor:
+    recording = tmp_path / "rec.ndjson"
+    argv = proxy("--record", str(recording), agent_argv=agent("echo_agent.py", *flags))
+    async with open_editor(argv) as editor:
         first = await editor.handshake()
         second = (await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["result"][
             "sessionId"
@@ -47,6 +50,16 @@ async def test_a_crash_mid_turn_keeps_every_session(tmp_path: Path) -> None:
         assert [chunk_text(m) for m in after if chunk_text(m)] == ["again"] * 2
         assert _replayed(after) == []  # session/load replayed both sessions: none of it shown
         assert await editor.close_and_wait() == 0
+    # The new process got the editor's own initialize params, then a load of each session.
+    entries = [json.loads(line) for line in recording.read_text().splitlines()]
+    exited = next(
+        i for i, e in enumerate(entries) if e.get("event", {}).get("event") == "agent_exited"
+    )
+    to_agent = [e["msg"] for e in entries[exited:] if e["dir"] == "bridge->agent"]
+    assert to_agent[0]["method"] == "initialize" and to_agent[0]["id"].startswith("acp-bridge/")
+    assert to_agent[0]["params"]["clientInfo"] == {"name": "t", "version": "1"}
+    loads = [m["params"]["sessionId"] for m in to_agent[1:3] if m["method"] == "session/load"]
+    assert loads == [first, second]
 
 
 async def test_requests_of_the_dead_agent_are_cancelled_toward_the_editor(tmp_path: Path) -> None:
@@ -105,3 +118,19 @@ async def test_gone_for_good_answers_everything_then_exits_3() -> None:
             assert "gone for good" in error["message"] and "exited with code 5" in error["message"]
             assert error["data"]["recoverable"] is False
         assert await editor.close_and_wait() == 3
+
+
+async def test_a_crash_during_session_new_is_answered_and_the_editor_goes_on(
+    tmp_path: Path,
+) -> None:
+    flags = ["--quiet", "--crash-on", "session/new", "--crash-once-file", str(tmp_path / "c")]
+    async with open_editor(proxy(agent_argv=agent("echo_agent.py", *flags))) as editor:
+        await editor.call("initialize", {"protocolVersion": 1})
+        cut = await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        assert cut["error"]["message"].endswith("it was restarted; the request was not re-sent")
+        assert cut["error"]["data"]["recoverable"] is True
+        new = await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        session_id = new["result"]["sessionId"]
+        answer = await editor.call("session/prompt", prompt_params(session_id, "ok"))
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert await editor.close_and_wait() == 0
