@@ -1,10 +1,7 @@
-"""The agent process's hazards, handled once: stdout, and litellm's import.
+"""litellm's import, handled once.
 
-**stdout carries protocol frames only.** litellm ``print()``s to stdout (an unknown provider's
-"Provider List", "Give Feedback / Get Help" on mapped exceptions), which would corrupt the ACP
-stream. :func:`claim_stdout` keeps a private duplicate of fd 1 for our frames, then points fd 1
-and ``sys.stdout`` at stderr, so any stray print (litellm's, a dependency's, a C library's)
-lands on stderr.
+(stdout is guarded at the process edge, before this runs: see
+:func:`acp_bridge.cli.agent_cmd.claim_stdout`.)
 
 **litellm is imported lazily, off the event loop.** Importing it takes seconds; the agent answers
 ``initialize`` and ``session/new`` at once while :class:`LiteLLM` imports it in a worker thread,
@@ -17,26 +14,14 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 
-__all__ = ["LiteLLM", "claim_stdout"]
+__all__ = ["LiteLLM"]
 
 log = logging.getLogger(__name__)
-
-
-def claim_stdout() -> int:
-    """Take fd 1 for protocol frames: return a private duplicate of it, and send everything
-    else written to fd 1 or ``sys.stdout`` to stderr from now on."""
-    sys.stdout.flush()
-    frames = os.dup(1)
-    os.set_inheritable(frames, False)  # tools' children must not write into the protocol
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return frames
 
 
 class LiteLLM:

@@ -7,8 +7,9 @@ capabilities. Sessions are created by ``session/new`` and restored from the hist
 session; ``session/cancel`` cancels it. Mode and model are chosen with ``session/set_mode`` or
 ``session/set_config_option`` and stored with the session.
 
-:func:`serve` runs it on stdin/stdout: it takes stdout for frames first (:func:`claim_stdout`),
-answers at once while litellm is imported in the background, and returns when stdin ends.
+:func:`serve` runs it on stdin and the claimed stdout (see
+:func:`acp_bridge.cli.agent_cmd.claim_stdout`), answers at once while litellm is imported
+in the background, and returns when stdin ends.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from acp_bridge import __version__
 from acp_bridge.agents.config import AgentConfig
 from acp_bridge.agents.mock_script import MockScript
 from acp_bridge.agents.model import ModelClient
-from acp_bridge.agents.runtime import LiteLLM, claim_stdout
+from acp_bridge.agents.runtime import LiteLLM
 from acp_bridge.agents.sessions import AgentSession
 from acp_bridge.agents.store import HistoryStore
 from acp_bridge.agents.tools import MODES
@@ -253,11 +254,11 @@ def _iso(timestamp: float) -> str:
     return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).isoformat()
 
 
-def serve(config: AgentConfig) -> int:
-    """Serve ACP on stdin/stdout until stdin ends. Returns the exit status."""
-    frames = claim_stdout()
+def serve(config: AgentConfig, frames_fd: int) -> int:
+    """Serve ACP on stdin (fd 0) and ``frames_fd`` (the process's real stdout, claimed by the
+    caller so nothing else can write there) until stdin ends. Returns the exit status."""
     receive = FdReceiveStream(0)
-    send = FdSendStream(frames, close_fd=True)
+    send = FdSendStream(frames_fd, close_fd=True)
     anyio.run(_serve, config, receive, send, backend="asyncio")
     return 0
 

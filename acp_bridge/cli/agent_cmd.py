@@ -8,12 +8,29 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
 
-__all__ = ["agent_command"]
+__all__ = ["agent_command", "claim_stdout"]
+
+
+def claim_stdout() -> int:
+    """Take fd 1 for protocol frames: return a private duplicate of it, and send everything
+    else written to fd 1 or ``sys.stdout`` to stderr from now on.
+
+    litellm ``print()``s to stdout (an unknown provider's "Provider List", "Give Feedback / Get
+    Help" on mapped exceptions), which would corrupt the ACP stream; so may any dependency, a C
+    library or a child process. After this, all of them land on stderr.
+    """
+    sys.stdout.flush()
+    frames = os.dup(1)
+    os.set_inheritable(frames, False)  # tools' children must not write into the protocol
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return frames
 
 
 def agent_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -47,8 +64,9 @@ def agent_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     )
     from acp_bridge.agents.server import serve
 
+    frames = claim_stdout()  # before litellm can be imported
     try:
-        return serve(config)
+        return serve(config, frames)
     except OSError as exc:
         print(
             f"acp-bridge agent: cannot open the history {config.history_path}: {exc}",

@@ -79,7 +79,7 @@ def test_claim_stdout_leaves_fd_1_to_frames_only() -> None:
     lands on stderr; only the private duplicate reaches the real stdout."""
     body = (
         "import os, subprocess, sys\n"
-        "from acp_bridge.agents.runtime import claim_stdout\n"
+        "from acp_bridge.cli.agent_cmd import claim_stdout\n"
         "frames = claim_stdout()\n"
         "print('a print')\n"
         "sys.stdout.write('sys.stdout\\n'); sys.stdout.flush()\n"
