@@ -2,7 +2,7 @@
 
 Reads the editor on fd 0 and writes it on fd 1 (protocol frames only); everything else goes
 to stderr or ``--log FILE``. SIGINT, SIGTERM and SIGHUP stop it like the editor's EOF: the
-agent tree is stopped gracefully, exit 0.
+agent tree is stopped gracefully, exit 0; a second signal kills the tree at once.
 """
 
 from __future__ import annotations
@@ -94,9 +94,16 @@ async def _serve(relay: ProxyRelay) -> int:
 
         async def watch_signals() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
+                seen = 0
                 async for signum in sigs:
-                    log.info("got %s; stopping the agent", signal.Signals(signum).name)
-                    relay.stop()
+                    seen += 1
+                    name = signal.Signals(signum).name
+                    if seen == 1:
+                        log.info("got %s; stopping the agent", name)
+                        relay.stop()
+                    else:  # a second signal: do not wait for the agent's graceful exit
+                        log.info("got %s again; killing the agent now", name)
+                        relay.kill_now()
 
         tg.start_soon(watch_signals)
         code = await relay.run()

@@ -141,6 +141,13 @@ class ProxyRelay:
 
     # -- the editor side ---------------------------------------------------------------------
 
+    def kill_now(self) -> None:
+        """A second signal: SIGKILL the agent's tree now instead of waiting for it."""
+        self.stop()
+        gen = self._agents.generation
+        if gen is not None:
+            gen.process.kill_now()
+
     async def _read_editor(self) -> None:
         # The agent is spawned before the editor is read: a command that cannot start is
         # reported as such (exit 3), even to an editor that closes at once.
