@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,8 +186,8 @@ def _merge_tool_call(calls: dict[int, ToolCallRequest], piece: Any) -> None:
             call.name = function.name
         if getattr(function, "arguments", None):
             call.arguments += function.arguments
-    if not call.id:
-        call.id = f"call_{index}"
+    if not call.id:  # some providers stream no id: ACP needs one unique in the session
+        call.id = f"call_{uuid.uuid4().hex[:12]}"
 
 
 def _usage(usage: Any) -> TokenUsage:

@@ -14,6 +14,7 @@ in the background, and returns when stdin ends.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import uuid
@@ -65,6 +66,12 @@ class ReferenceAgent:
         self.models = ModelClient(self.litellm, config)
         self.capabilities = ClientCapabilities()
         self.sessions: dict[str, AgentSession] = {}
+        # Prompts read off the wire whose handler has not started yet, per session id, and the
+        # sessions whose cancel came in that gap (the reader handles a notification before a
+        # request's task runs, so a quick cancel could otherwise find no turn and be lost).
+        self._arriving: dict[str, int] = {}
+        self._cancel_early: set[str] = set()
+        peer.add_observer(self._note_prompt)
         self._script: MockScript | None = None
         if config.mock_script is not None:
             self._script = MockScript.parse(config.mock_script.read_text(encoding="utf-8"))
@@ -181,7 +188,32 @@ class ReferenceAgent:
 
     # -- turns ----------------------------------------------------------------------------
 
+    def _note_prompt(self, direction: str, line: bytes) -> None:
+        if direction != "in" or b'"session/prompt"' not in line:
+            return
+        try:
+            message = json.loads(line)
+            session_id = message["params"]["sessionId"]
+        except (ValueError, KeyError, TypeError):
+            return
+        if message.get("method") == "session/prompt" and isinstance(session_id, str):
+            self._arriving[session_id] = self._arriving.get(session_id, 0) + 1
+
+    def _started_prompt(self, params: Any) -> bool:
+        """Count a prompt's handler as started; True if a cancel came while it was arriving."""
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if not isinstance(session_id, str) or session_id not in self._arriving:
+            return False
+        self._arriving[session_id] -= 1
+        if self._arriving[session_id] <= 0:
+            del self._arriving[session_id]
+            if session_id in self._cancel_early:
+                self._cancel_early.discard(session_id)
+                return True
+        return False
+
     async def prompt(self, params: Any) -> dict[str, Any]:
+        cancelled_early = self._started_prompt(params)
         request = PromptRequest.parse(params)
         session = self._session(request.session_id)
         if session.turn is not None:
@@ -196,7 +228,7 @@ class ReferenceAgent:
             self.notify,
         )
         blocks = [block.dump() for block in request.prompt]
-        return await run_turn(deps, session, blocks)
+        return await run_turn(deps, session, blocks, cancelled=cancelled_early)
 
     def cancel(self, params: Any) -> None:
         try:
@@ -206,6 +238,8 @@ class ReferenceAgent:
         session = self.sessions.get(request.session_id)
         if session is not None and session.turn is not None:
             session.turn.cancel()
+        elif self._arriving.get(request.session_id):
+            self._cancel_early.add(request.session_id)
 
     async def notify(self, session_id: str, update: dict[str, Any]) -> None:
         await self.peer.notify("session/update", {"sessionId": session_id, "update": update})

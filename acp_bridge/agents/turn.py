@@ -23,7 +23,7 @@ from acp_bridge.agents.runtime import LiteLLM
 from acp_bridge.agents.sessions import AgentSession
 from acp_bridge.agents.store import EntryKind, HistoryStore
 from acp_bridge.agents.tool_runner import ToolContext, TurnCancelled, run_tool
-from acp_bridge.agents.tools import available_tools
+from acp_bridge.agents.tools import ToolSpec, available_tools
 from acp_bridge.agents.usage import UsageMeter, add_usage, prompt_usage
 from acp_bridge.wire.initialize import ClientCapabilities
 
@@ -60,8 +60,10 @@ def prompt_text(blocks: list[dict[str, Any]]) -> str:
 
 
 async def run_turn(
-    deps: TurnDeps, session: AgentSession, blocks: list[dict[str, Any]]
+    deps: TurnDeps, session: AgentSession, blocks: list[dict[str, Any]], *, cancelled: bool = False
 ) -> dict[str, Any]:
+    """Run one prompt turn; ``cancelled``: a cancel came before the turn started (the prompt is
+    still recorded, and answered ``cancelled`` at once)."""
     text = prompt_text(blocks)
     user = {"role": "user", "content": text}
     session.messages.append(user)
@@ -74,6 +76,8 @@ async def run_turn(
     turn = _Turn(deps, session)
     with anyio.CancelScope() as scope:
         session.turn = scope
+        if cancelled:
+            scope.cancel()
         try:
             stop = await turn.loop()
         except TurnCancelled:
@@ -112,7 +116,7 @@ class _Turn:
             self.message_id = uuid.uuid4().hex
             reply = await deps.models.complete(
                 session.model,
-                session.messages,
+                [system_message(session, tools), *session.messages],
                 [tool.schema() for tool in tools],
                 self._on_text,
                 self._on_thought,
@@ -194,6 +198,24 @@ class _Turn:
         for call_id in unanswered:
             result = {"role": "tool", "tool_call_id": call_id, "content": "cancelled by the user"}
             self._keep("message", result)
+
+
+def system_message(session: AgentSession, tools: list[ToolSpec]) -> dict[str, Any]:
+    """What the model is told about its situation (not stored: it follows the mode and tools)."""
+    names = ", ".join(tool.name for tool in tools) or "none"
+    mode = (
+        "ask: you may only read and look; if a change is needed, describe it"
+        if session.mode == "ask"
+        else "code: you may change files and run commands; the user approves each one"
+    )
+    return {
+        "role": "system",
+        "content": (
+            "You are a careful coding agent working in the project at "
+            f"{session.cwd}. Paths are relative to it. Mode {mode}. Tools: {names}. Use tools "
+            "to find facts instead of guessing, keep answers short, and say what you changed."
+        ),
+    }
 
 
 def _chunk(kind: str, text: str, message_id: str) -> dict[str, Any]:

@@ -95,6 +95,7 @@ class RawClient:
             self.incoming.append(line)
             if b'"$/cancel_request"' in line:
                 self.cancel_notices += 1
+            self._poke()
             return
         message = json.loads(line)
         if "method" in message and "id" in message:
@@ -124,6 +125,31 @@ class RawClient:
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         return await self.peer.request(method, params)
+
+    async def send_raw(self, *messages: dict[str, Any]) -> None:
+        """Write these messages to the agent in one write (the peer does not see them go)."""
+        assert self.process.stdin is not None
+        data = b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+        for message in messages:
+            if "id" in message and "method" in message:
+                self.sent_methods[message["id"]] = message["method"]
+        await self.process.stdin.send(data)
+
+    async def raw_answer(self, request_id: str) -> dict[str, Any]:
+        """The answer to a request sent with :meth:`send_raw`."""
+        found: list[dict[str, Any]] = []
+
+        def answered() -> bool:
+            for line in self.incoming:
+                if request_id.encode() in line:
+                    message = json.loads(line)
+                    if message.get("id") == request_id and "method" not in message:
+                        found.append(message)
+                        return True
+            return False
+
+        await self.wait_for(answered)
+        return found[0]
 
     async def initialize(self, *, fs: bool = True, terminal: bool = True) -> Any:
         capabilities = {"fs": {"readTextFile": fs, "writeTextFile": fs}, "terminal": terminal}

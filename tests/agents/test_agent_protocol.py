@@ -220,7 +220,18 @@ async def _cancels(client: RawClient, sid: str) -> None:
         gate.set()
     assert answers[0]["stopReason"] == "cancelled"
     client.permission_answer = lambda _: "allow"
-    # The session still works after three cancels (the history stayed valid).
+
+    # A cancel written right behind its prompt (one write: the agent reads both before the
+    # prompt's handler starts) still cancels that prompt.
+    raced_params = {"sessionId": sid, "prompt": [{"type": "text", "text": "slow and raced"}]}
+    with anyio.fail_after(10):
+        await client.send_raw(
+            {"jsonrpc": "2.0", "id": "raced", "method": "session/prompt", "params": raced_params},
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}},
+        )
+        raced = await client.raw_answer("raced")
+    assert raced["result"]["stopReason"] == "cancelled"
+    # The session still works after four cancels (the history stayed valid).
     assert (await client.prompt(sid, "stream please"))["stopReason"] == "end_turn"
 
 
