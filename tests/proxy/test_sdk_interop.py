@@ -87,6 +87,16 @@ def test_ts_client_through_the_proxy_to_python_agents(node_sdk: Path) -> None:
     assert fs["reads"] == ["/etc/hostname"] and fs["chunks"] == ["read-ok from-the-ts-client"]
 
 
+def test_ts_client_keeps_its_session_across_a_crash(node_sdk: Path, tmp_path: Path) -> None:
+    flags = ["--quiet", "--history", str(tmp_path / "h.json")]
+    flags += ["--crash-once-file", str(tmp_path / "crashed")]
+    summary = _ts_client(["before", "crash 9", "after"], agent("echo_agent.py", *flags))
+    assert summary["turns"][0] == "end_turn" and summary["turns"][2] == "end_turn"
+    cut = summary["turns"][1]
+    assert cut["data"]["recoverable"] is True and cut["data"]["agentExit"]["returncode"] == 9
+    assert summary["chunks"] == ["before", "after"]  # the load's replay never reached it
+
+
 class _Editor:
     """A Python SDK client that allows once, serves reads and keeps what it was sent."""
 

@@ -1,8 +1,8 @@
 // A client on the official TypeScript ACP SDK (ClientSideConnection).
 // Usage: node client.mjs PROMPTS_JSON -- AGENT_CMD [ARGS...]
 // Spawns the agent command (the proxy, in the tests), initializes, opens one session, calls the
-// extension method _ext.example/hello, sends each prompt in turn, and prints one JSON summary
-// line on stdout: what came back, for the test to check.
+// extension method _ext.example/hello, sends each prompt in turn (an error answer is kept and the
+// next prompt goes on), and prints one JSON summary line on stdout: what came back.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -60,11 +60,17 @@ try {
     summary.ext = { errorCode: error.code };
   }
   for (const text of prompts) {
-    const answer = await connection.prompt({
-      sessionId: session.sessionId,
-      prompt: [{ type: "text", text }],
-    });
-    summary.turns.push(answer.stopReason);
+    try {
+      const answer = await connection.prompt({
+        sessionId: session.sessionId,
+        prompt: [{ type: "text", text }],
+      });
+      summary.turns.push(answer.stopReason);
+    } catch (error) {
+      // A prompt answered with an error (an agent crash, through the proxy) is kept, and the
+      // next prompt goes to the same session.
+      summary.turns.push({ code: error.code ?? null, message: error.message, data: error.data ?? null });
+    }
   }
 } catch (error) {
   summary.error = { message: String(error?.message ?? error), code: error?.code ?? null };
