@@ -149,6 +149,7 @@ class _Chat:
             tg.start_soon(self._watch_signals)
             tg.start_soon(progress.run)
             await anyio.lowlevel.checkpoint()  # the receiver is installed before the agent
+            code = EXIT_INTERRUPTED  # unless the agent's run returns
             try:
                 with self.everything:
                     code = await self._run_agent(progress)
@@ -271,6 +272,12 @@ class _Chat:
             f"chatting with {self.spec.name} (conversation {conversation.id}); "
             "/help lists the commands, Ctrl-D leaves"
         )
+        if self.claimed.record.paused and self._depth(starting_counts=True):
+            self.paused = True
+            self._note(
+                f"{self._depth()} queued message(s) from before are paused: /resume sends "
+                "them (a new message is sent after them)"
+            )
         token = anyio.lowlevel.current_token()
         reader = LineReader(
             self.screen, lambda item: anyio.from_thread.run_sync(self._post, item, token=token)
@@ -298,20 +305,17 @@ class _Chat:
             tg.cancel_scope.cancel()
         reader.stop()
         self.history.save()
-        await self._leave(conversation)
+        self._leave()
 
-    async def _leave(self, conversation: Conversation) -> None:
-        """Cancel the running turn and wait (bounded) until it is recorded; the rest stays
-        queued. Closing the conversation and the agent follows."""
+    def _leave(self) -> None:
+        """Leaving: open_conversation's exit cancels the running turn and waits (bounded)
+        until it is recorded; the rest stays queued. Stopping the agent follows."""
         if self.agent is not None:
             self.agent.stop_restarting()  # a quarantine now ends the agent: we are leaving
-        if self.running is None:
-            return
-        self._note(f"cancelling message {self.running} and leaving")
-        with contextlib.suppress(BridgeError):
-            await conversation.stop()
-        with anyio.move_on_after(conversation.stop_bound_s):
-            await conversation.wait_idle()
+        if self.running is not None:
+            # Closing the conversation cancels the turn and waits for it (bounded), without
+            # pausing the queue: what is still queued goes first on --resume.
+            self._note(f"cancelling message {self.running} and leaving")
 
     # -- performing ----------------------------------------------------------------------
 
@@ -422,8 +426,10 @@ class _Chat:
             return
         request = self.questions[number].request
         title = request.tool_call.title or "a tool call"
+        kind = request.tool_call.kind
+        about = f"{title} ({kind})" if kind else title
         self.screen.set_question(
-            f"permission: the agent asks to run {title!r}: y (allow once), n (reject), "
+            f"the agent asks permission for {about}: y (allow once), n (reject), "
             "a (always allow)?"
         )
 

@@ -11,6 +11,7 @@ import os
 import pty
 import re
 import select
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -189,7 +190,9 @@ def test_an_answer_streams_and_quit_leaves(tmp_path: Path) -> None:
     finally:
         back.close()
     assert messages(tmp_path / "s.db") == [(1, "done", 1)]
-    assert "trickle 3 20" in (tmp_path / "state" / "acp-bridge" / "chat_history").read_text()
+    history = tmp_path / "state" / "acp-bridge" / "chat_history"
+    assert "trickle 3 20" in history.read_text()
+    assert history.stat().st_mode & 0o777 == 0o600
 
 
 def test_lines_typed_during_a_turn_are_queued_with_the_depth_shown(tmp_path: Path) -> None:
@@ -282,6 +285,45 @@ def test_a_second_ctrl_c_during_the_cancel_leaves_with_the_turn_recorded_cancell
     finally:
         back.close()
     assert messages(store) == [(1, "cancelled", 1)]
+
+
+def test_sigterm_leaves_the_queue_for_resume(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    with chat(["--", *agent("echo_agent.py")], tmp_path) as terminal:
+        terminal.say("echo begun; wait")
+        terminal.read_until(b"begun\r\n")
+        terminal.say("trickle 1 1")
+        terminal.read_until(b"queued as message 2 (1 waiting)")
+        terminal.process.send_signal(signal.SIGTERM)
+        assert terminal.finish() == 130
+    assert messages(store) == [(1, "cancelled", 1), (2, "queued", 0)]
+    with chat(["--resume"], tmp_path) as terminal:  # the stored agent command
+        terminal.read_until(b"trickle-1-0")  # message 2, the new agent's first turn
+        terminal.read_until(b"[done] end_turn")
+        terminal.type(CTRL_D)
+        assert terminal.finish() == 0
+    assert messages(store) == [(1, "cancelled", 1), (2, "done", 1)]
+
+
+def test_an_agent_that_cannot_start_is_one_sentence_and_exit_3(tmp_path: Path) -> None:
+    with chat(["--", sys.executable, "-c", "print(1)"], tmp_path) as terminal:
+        assert terminal.finish() == 3
+        terminal.read_until(b"which is not a JSON-RPC message")
+        assert b"Traceback" not in terminal.seen
+
+
+def test_ctrl_c_while_the_agent_starts_leaves_at_once(tmp_path: Path) -> None:
+    back = ConnectBack()
+    try:
+        slow_start = agent("echo_agent.py", *back.flag(), "--startup-delay", "30")
+        with chat(["--", *slow_start], tmp_path) as terminal:
+            back.wait_alive()
+            terminal.type(CTRL_C)
+            assert terminal.finish(timeout=10) == 130
+            back.wait_dead()
+            assert b"Traceback" not in terminal.seen
+    finally:
+        back.close()
 
 
 def test_mode_and_model_list_and_choose_what_the_agent_offers(tmp_path: Path) -> None:
