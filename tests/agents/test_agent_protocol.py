@@ -57,6 +57,7 @@ async def test_agent_walk(tmp_path: Path) -> None:
         assert [s["sessionId"] for s in listed["sessions"]] == [sid]
         assert listed["sessions"][0]["title"] == "stream please"
 
+        cost_before_crash = _usage_updates(client)[-1]["cost"]["amount"]
         start = len(client.updates)
         with pytest.raises(ConnectionClosedError):
             await client.prompt(sid, "crash now")
@@ -92,6 +93,10 @@ async def test_agent_walk(tmp_path: Path) -> None:
         answer = await client.prompt(sid, "hello again")
         assert answer["stopReason"] == "end_turn"
         assert client.text(start) == "Still here."
+        # The session's cost goes on from what was stored: neither reset by the restart nor
+        # counted again by the replay (one more request costs far less than all before it).
+        cost_after = _usage_updates(client)[-1]["cost"]["amount"]
+        assert cost_before_crash < cost_after < 2 * cost_before_crash
         # the model saw the whole restored history: far more input than this one line
         assert answer["usage"]["inputTokens"] > 100
 
@@ -233,6 +238,10 @@ async def _cancels(client: RawClient, sid: str) -> None:
     assert raced["result"]["stopReason"] == "cancelled"
     # The session still works after four cancels (the history stayed valid).
     assert (await client.prompt(sid, "stream please"))["stopReason"] == "end_turn"
+
+
+def _usage_updates(client: RawClient) -> list[dict[str, Any]]:
+    return [u for u in client.updates if u["sessionUpdate"] == "usage_update"]
 
 
 def _statuses(client: RawClient, start: int) -> list[str]:
