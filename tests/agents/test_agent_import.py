@@ -94,3 +94,30 @@ def test_claim_stdout_leaves_fd_1_to_frames_only() -> None:
     assert result.stdout == '{"jsonrpc":"2.0","method":"x"}\n'
     for noise in ("a print", "sys.stdout", "raw fd 1", "a child"):
         assert noise in result.stderr
+
+
+def _without_litellm(*argv: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in an interpreter where litellm cannot be found (as without the extra)."""
+    code = (
+        "import sys\n"
+        "sys.modules['litellm'] = None  # find_spec() now answers None, import fails\n"
+        "from acp_bridge.cli.main import main\n"
+        f"sys.exit(main({list(argv)!r}))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=agent_env(),
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_agent_and_demo_without_the_extra_say_what_to_install() -> None:
+    for command in ("agent", "demo"):
+        result = _without_litellm(command)
+        assert result.returncode == 3, (command, result.stderr)
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert "pip install 'acp-bridge[agent]'" in result.stderr
