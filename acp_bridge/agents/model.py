@@ -22,7 +22,7 @@ from acp_bridge.agents.config import AgentConfig
 from acp_bridge.agents.mock_provider import PROVIDER as MOCK_PROVIDER
 from acp_bridge.agents.provider_errors import is_rate_limit, to_rpc_error
 from acp_bridge.agents.runtime import LiteLLM
-from acp_bridge.errors import RpcError
+from acp_bridge.errors import ErrorCode, RpcError
 
 __all__ = ["ModelClient", "ModelReply", "TokenUsage", "ToolCallRequest"]
 
@@ -81,6 +81,18 @@ class ModelClient:
         # tools are passed; we never hand it MCP tools, so that path is skipped without it.
         self._skip_mcp = importlib.util.find_spec("mcp") is None
 
+    async def module(self) -> Any:
+        """litellm, once imported; a failed import is a clear error, not a traceback."""
+        try:
+            return await self._litellm.get()
+        except Exception as exc:
+            raise RpcError(
+                ErrorCode.INTERNAL_ERROR,
+                f"litellm could not be imported ({type(exc).__name__}: {exc}); reinstall the "
+                "agent extra: pip install 'acp-bridge[agent]'",
+                {"kind": "internal", "retryable": False},
+            ) from exc
+
     def provider_model(self, model: str) -> str:
         """The model string litellm is called with."""
         return f"{MOCK_PROVIDER}/{model}" if self._config.mock_script is not None else model
@@ -93,13 +105,7 @@ class ModelClient:
         on_text: TextSink,
         on_thought: TextSink,
     ) -> ModelReply:
-        try:
-            litellm = await self._litellm.get()
-        except Exception as exc:
-            raise RpcError.internal_error(
-                f"litellm could not be imported ({type(exc).__name__}: {exc}); reinstall the "
-                "agent extra: pip install 'acp-bridge[agent]'"
-            ) from exc
+        litellm = await self.module()
         attempt = 0
         while True:
             reply = ModelReply()

@@ -222,7 +222,6 @@ class ReferenceAgent:
             self.config,
             self.store,
             self.models,
-            self.litellm,
             self.capabilities,
             self.peer.request,
             self.notify,

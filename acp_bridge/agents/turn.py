@@ -19,7 +19,6 @@ import anyio
 
 from acp_bridge.agents.config import AgentConfig
 from acp_bridge.agents.model import ModelClient, ModelReply, TokenUsage
-from acp_bridge.agents.runtime import LiteLLM
 from acp_bridge.agents.sessions import AgentSession
 from acp_bridge.agents.store import EntryKind, HistoryStore
 from acp_bridge.agents.tool_runner import ToolContext, TurnCancelled, run_tool
@@ -37,7 +36,6 @@ class TurnDeps:
     config: AgentConfig
     store: HistoryStore
     models: ModelClient
-    litellm: LiteLLM
     capabilities: ClientCapabilities
     request: Callable[[str, dict[str, Any]], Awaitable[Any]]
     notify: Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -109,7 +107,7 @@ class _Turn:
 
     async def loop(self) -> str:
         deps, session = self.deps, self.session
-        meter = UsageMeter(await deps.litellm.get())
+        meter = UsageMeter(await deps.models.module())
         for _ in range(deps.config.max_turn_requests):
             tools = available_tools(deps.capabilities, session.mode)
             self.streaming = ModelReply()

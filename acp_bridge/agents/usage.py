@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
@@ -23,15 +22,18 @@ log = logging.getLogger(__name__)
 class UsageMeter:
     def __init__(self, litellm: Any) -> None:
         self._litellm = litellm
+        self._windows: dict[str, int | None] = {}  # one turn's models: a handful at most
 
-    @functools.lru_cache(maxsize=64)  # noqa: B019 (one meter per process; bounded)
     def window(self, model: str) -> int | None:
-        try:
-            info = self._litellm.get_model_info(model)
-        except Exception:
-            return None
-        size = info.get("max_input_tokens") or info.get("max_tokens")
-        return int(size) if isinstance(size, int | float) and size > 0 else None
+        if model not in self._windows:
+            try:
+                info = self._litellm.get_model_info(model)
+            except Exception:
+                info = {}
+            size = info.get("max_input_tokens") or info.get("max_tokens")
+            valid = isinstance(size, int | float) and size > 0
+            self._windows[model] = int(size) if valid else None
+        return self._windows[model]
 
     def cost(self, model: str, usage: TokenUsage) -> float | None:
         try:
