@@ -17,20 +17,24 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import logging
-import os
 import signal
 import sys
-import termios
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any, Final, TextIO, cast
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from acp_bridge.cli.chat_reader import EndOfInput, History, Line, LineReader, line_buffer
+from acp_bridge.cli.chat_questions import ChatQuestions
+from acp_bridge.cli.chat_reader import (
+    EndOfInput,
+    History,
+    Line,
+    LineReader,
+    line_buffer,
+    restore_terminal,
+    save_terminal,
+)
 from acp_bridge.cli.chat_router import (
     Answer,
     Cancel,
@@ -45,30 +49,27 @@ from acp_bridge.cli.chat_router import (
     Send,
     Stop,
 )
-from acp_bridge.cli.chat_screen import ChatScreen, ScreenStream
-from acp_bridge.cli.chat_settings import choose_mode, choose_model, list_models, list_modes
+from acp_bridge.cli.chat_screen import ChatScreen, ScreenStream, streams_through
+from acp_bridge.cli.chat_settings import settings_command
 from acp_bridge.cli.conversation_setup import (
     ClaimedConversation,
     agent_spec,
     claim_conversation,
+    client_options,
     default_state_dir,
+    turn_policy,
 )
 from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_TURN_FAILED
 from acp_bridge.cli.failures import report_agent_failure, report_auth_required
 from acp_bridge.cli.named_agents import resolve_agent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
-from acp_bridge.client.options import ClientOptions
-from acp_bridge.client.permissions import PermissionMode, PermissionPolicy, choose_option
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.queue_model import RETRYABLE_STATES, MessageState
 from acp_bridge.errors import AgentError, BridgeError, SpawnError
-from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnPolicy
-from acp_bridge.session.turn import TurnTimings
 
 __all__ = ["chat_command"]
 
@@ -92,25 +93,18 @@ def chat_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     if isinstance(claimed, int):
         return claimed
     spec = agent_spec(agent, claimed.record)
-    saved = _terminal_settings()
+    saved = save_terminal()
     try:
         return anyio.run(_chat, args, claimed, spec)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
-        _restore_terminal(saved)  # readline changes them while it reads; we may leave mid-read
+        restore_terminal(saved)  # readline changes them while it reads; we may leave mid-read
         claimed.release()
 
 
 async def _chat(args: argparse.Namespace, claimed: ClaimedConversation, spec: AgentSpec) -> int:
     return await _Chat(args, claimed, spec).run()
-
-
-@dataclass
-class _Question:
-    request: Any
-    answered: anyio.Event = field(default_factory=anyio.Event)
-    option_id: str | None = None
 
 
 class _Chat:
@@ -122,6 +116,7 @@ class _Chat:
         self.spec = spec
         self.router = ChatRouter()
         self.screen = ChatScreen(sys.stdout, sys.stderr, line_buffer=line_buffer)
+        self.questions = ChatQuestions(self.router, self.screen, self._note)
         self.out = ScreenStream(self.screen, "out", sys.stdout)
         self.err = ScreenStream(self.screen, "err", sys.stderr)
         self.printer = EventPrinter(
@@ -139,8 +134,6 @@ class _Chat:
         self.running: int | None = None  # the seq of the running turn
         self.turn_began = 0.0
         self.paused = False
-        self.questions: dict[int, _Question] = {}
-        self._ids = itertools.count(1)
         self._send, self._inputs = anyio.create_memory_object_stream[object](_INPUTS)
 
     async def run(self) -> int:
@@ -193,31 +186,18 @@ class _Chat:
 
     async def _run_agent(self, progress: StartupProgress) -> int:
         args = self.args
-        options = ClientOptions(
-            permission=self._permission_policy(),
-            allow_fs_read=args.allow_fs,
-            allow_fs_write=args.allow_fs,
-            allow_terminal=args.allow_terminal,
-            restart=RestartPolicy(max_restarts=args.max_restarts),
-            cancel_grace_s=args.grace,
-            startup_timeout_s=args.startup_timeout,
-            auth_method=args.auth_method,
-            base_env=dict(os.environ),
-            stderr_forward=self.printer.agent_stderr if args.verbose else None,
+        options = client_options(
+            args,
+            self.questions.policy(args.permission),
+            self.printer.agent_stderr if args.verbose else None,
         )
-        policy = TurnPolicy(
-            timings=TurnTimings(
-                cancel_grace_s=args.grace,
-                idle_timeout_s=args.idle_timeout,
-                turn_timeout_s=args.turn_timeout,
-            )
-        )
+        policy = turn_policy(args)
         store, record = self.claimed.store, self.claimed.record
         try:
             async with open_supervised_agent(self.spec, options) as agent:
                 progress.finish()
                 self.agent = agent
-                with _streams_through(self.out, self.err):
+                with streams_through(self.out, self.err):
                     try:
                         async with anyio.create_task_group() as printing:
                             async with open_conversation(
@@ -325,7 +305,7 @@ class _Chat:
         if isinstance(action, Send):
             await self._send_line(conversation, action.text)
         elif isinstance(action, Answer):
-            self._answer(action)
+            self.questions.answer(action)
         elif isinstance(action, Cancel):
             self._note(f"cancelling message {self.running}; the queue goes on")
             await conversation.stop()
@@ -337,16 +317,8 @@ class _Chat:
             await conversation.resume()
         elif isinstance(action, Retry):
             await self._retry(conversation, action.seq)
-        elif isinstance(action, ChooseMode):
-            if action.mode_id is None:
-                self._note(list_modes(conversation.session), prefix="")
-            else:
-                self._note(await choose_mode(conversation, action.mode_id), prefix="")
-        elif isinstance(action, ChooseModel):
-            if action.model_id is None:
-                self._note(list_models(conversation.session), prefix="")
-            else:
-                self._note(await choose_model(conversation, action.model_id), prefix="")
+        elif isinstance(action, ChooseMode | ChooseModel):
+            self._note(await settings_command(conversation, action), prefix="")
         elif isinstance(action, Say):
             self._note(action.text, prefix="")
 
@@ -395,59 +367,6 @@ class _Chat:
         self.paused = False
         self._note(f"message {seq} queued again")
 
-    # -- permission questions --------------------------------------------------------------
-
-    def _permission_policy(self) -> PermissionPolicy:
-        mode = PermissionMode(self.args.permission)
-        if mode is PermissionMode.ASK:
-            return PermissionPolicy(mode, ask=self._ask)
-        return PermissionPolicy(mode)
-
-    async def _ask(self, request: Any) -> str | None:
-        """Asked on the prompt line; the next typed line answers (the oldest question first).
-        Questions are as many as the agent's requests in flight, which the client bounds."""
-        number = next(self._ids)
-        question = _Question(request)
-        self.questions[number] = question
-        self.router.question_asked(number)
-        self._show_question()
-        try:
-            await question.answered.wait()
-        finally:
-            self.questions.pop(number, None)
-            self.router.question_gone(number)
-            self._show_question()
-        return question.option_id
-
-    def _show_question(self) -> None:
-        number = self.router.question
-        if number is None:
-            self.screen.set_question("")
-            return
-        request = self.questions[number].request
-        title = request.tool_call.title or "a tool call"
-        kind = request.tool_call.kind
-        about = f"{title} ({kind})" if kind else title
-        self.screen.set_question(
-            f"the agent asks permission for {about}: y (allow once), n (reject), "
-            "a (always allow)?"
-        )
-
-    def _answer(self, answer: Answer) -> None:
-        question = self.questions.get(answer.question)
-        if question is None:
-            return
-        options = list(question.request.options)
-        if answer.kind == "allow_always":
-            chosen = next((o for o in options if o.kind == "allow_always"), None)
-            if chosen is None:
-                self._note("the agent offers no always-allow here; answer y or n")
-                return
-        else:
-            chosen = choose_option(options, "allow" if answer.kind == "allow_once" else "reject")
-        question.option_id = chosen.option_id if chosen is not None else None
-        question.answered.set()
-
     # -- status ------------------------------------------------------------------------
 
     def _depth(self, *, starting_counts: bool = False) -> int:
@@ -484,41 +403,6 @@ class _Chat:
 
     def _note(self, text: str, *, prefix: str = "acp-bridge: ") -> None:
         self.screen.write("err", prefix + text + "\n")
-
-
-@contextlib.contextmanager
-def _streams_through(out: ScreenStream, err: ScreenStream) -> Iterator[None]:
-    """While the chat runs, everything else written to stdout and stderr (logs, the agent's
-    stderr with -v) goes above the footer too."""
-    real_out, real_err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = cast(TextIO, out), cast(TextIO, err)
-    handlers = [
-        handler
-        for handler in logging.getLogger().handlers
-        if isinstance(handler, logging.StreamHandler) and handler.stream is real_err
-    ]
-    for handler in handlers:
-        handler.setStream(sys.stderr)
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr = real_out, real_err
-        for handler in handlers:
-            handler.setStream(real_err)
-
-
-def _terminal_settings() -> list[Any] | None:
-    try:
-        return termios.tcgetattr(sys.stdin.fileno())
-    except (termios.error, OSError, ValueError):
-        return None
-
-
-def _restore_terminal(saved: list[Any] | None) -> None:
-    if saved is None:
-        return
-    with contextlib.suppress(termios.error, OSError, ValueError):
-        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, saved)
 
 
 def _say(text: str) -> None:

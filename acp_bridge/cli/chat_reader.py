@@ -19,16 +19,27 @@ import contextlib
 import functools
 import os
 import queue
+import sys
+import termios
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from acp_bridge.cli.chat_screen import ChatScreen
 from acp_bridge.cli.conversation_setup import make_private_dir
 
-__all__ = ["HISTORY_LINES", "EndOfInput", "History", "Line", "LineReader", "line_buffer"]
+__all__ = [
+    "HISTORY_LINES",
+    "EndOfInput",
+    "History",
+    "Line",
+    "LineReader",
+    "line_buffer",
+    "restore_terminal",
+    "save_terminal",
+]
 
 HISTORY_LINES: Final = 1000
 
@@ -143,3 +154,17 @@ class LineReader:
         except RuntimeError:  # the event loop is gone: the chat has ended
             return False
         return True
+
+
+def save_terminal() -> list[Any] | None:
+    try:
+        return termios.tcgetattr(sys.stdin.fileno())
+    except (termios.error, OSError, ValueError):
+        return None
+
+
+def restore_terminal(saved: list[Any] | None) -> None:
+    if saved is None:
+        return
+    with contextlib.suppress(termios.error, OSError, ValueError):
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, saved)

@@ -20,14 +20,23 @@ module only redraws it (prompt and buffer, cursor at the end) after writing abov
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import shutil
+import sys
 import threading
 import unicodedata
-from collections.abc import Callable
-from typing import Final, TextIO
+from collections.abc import Callable, Iterator
+from typing import Final, TextIO, cast
 
-__all__ = ["PARTIAL_MAX", "ChatScreen", "ScreenStream", "display_width"]
+__all__ = [
+    "PARTIAL_MAX",
+    "ChatScreen",
+    "ScreenStream",
+    "display_width",
+    "streams_through",
+]
 
 PARTIAL_MAX: Final = 4096
 _ERASE_BELOW: Final = "\x1b[J"
@@ -94,10 +103,12 @@ class ChatScreen:
             self._draw()
 
     def set_status(self, text: str) -> None:
-        self._change(lambda: setattr(self, "_status", text))
+        if text != self._status:  # unchanged: no redraw under the person's typing
+            self._change(lambda: setattr(self, "_status", text))
 
     def set_question(self, text: str) -> None:
-        self._change(lambda: setattr(self, "_question", text))
+        if text != self._question:
+            self._change(lambda: setattr(self, "_question", text))
 
     def close(self) -> None:
         """Erase the footer and write out what is left of the partial lines."""
@@ -212,3 +223,24 @@ class ScreenStream:
 
     def writable(self) -> bool:
         return True
+
+
+@contextlib.contextmanager
+def streams_through(out: ScreenStream, err: ScreenStream) -> Iterator[None]:
+    """While the chat runs, everything else written to stdout and stderr (logs, the agent's
+    stderr with -v) goes above the footer too."""
+    real_out, real_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = cast(TextIO, out), cast(TextIO, err)
+    handlers = [
+        handler
+        for handler in logging.getLogger().handlers
+        if isinstance(handler, logging.StreamHandler) and handler.stream is real_err
+    ]
+    for handler in handlers:
+        handler.setStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = real_out, real_err
+        for handler in handlers:
+            handler.setStream(real_err)

@@ -8,10 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from acp_bridge.cli.chat_router import ChooseMode, ChooseModel
 from acp_bridge.client.session import Session
 from acp_bridge.conversation.conversation import Conversation
 
-__all__ = ["choose_mode", "choose_model", "list_models", "list_modes"]
+__all__ = ["choose_mode", "choose_model", "list_models", "list_modes", "settings_command"]
+
+
+async def settings_command(conversation: Conversation, action: ChooseMode | ChooseModel) -> str:
+    """What ``/mode [ID]`` or ``/model [ID]`` shows: the list, or the choice made."""
+    if isinstance(action, ChooseMode):
+        if action.mode_id is None:
+            return list_modes(conversation.session)
+        return await choose_mode(conversation, action.mode_id)
+    if action.model_id is None:
+        return list_models(conversation.session)
+    return await choose_model(conversation, action.model_id)
 
 
 def _option(session: Session, category: str) -> Any | None:

@@ -7,7 +7,8 @@ servers), and takes its owner lock (one process per conversation). Every refusal
 stderr and exit 2.
 
 It expects the options ``run`` and ``chat`` both define: ``--store``, ``--cwd``,
-``--conversation`` and ``--resume``.
+``--conversation`` and ``--resume``. :func:`client_options` and :func:`turn_policy` build the
+agent's and the turns' settings from the flags they share.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,18 +25,25 @@ from typing import Any
 from acp_bridge.cli.exit_codes import EXIT_USAGE
 from acp_bridge.cli.named_agents import ResolvedAgent
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
+from acp_bridge.client.options import ClientOptions
+from acp_bridge.client.permissions import PermissionPolicy
 from acp_bridge.conversation.reconcile import reconcile
 from acp_bridge.conversation.store import ConversationRecord, QueueStore
 from acp_bridge.errors import ConfigMismatchError, QueueStoreError
+from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
+from acp_bridge.session.driver import TurnPolicy
+from acp_bridge.session.turn import TurnTimings
 
 __all__ = [
     "ClaimedConversation",
     "agent_spec",
     "claim_conversation",
+    "client_options",
     "default_state_dir",
     "default_store_path",
     "make_private_dir",
+    "turn_policy",
 ]
 
 
@@ -104,6 +113,38 @@ def agent_spec(agent: ResolvedAgent, record: ConversationRecord) -> AgentSpec:
         name=agent.name or "",
         cwd=Path(record.cwd),
         env=agent.env,
+    )
+
+
+def client_options(
+    args: argparse.Namespace,
+    permission: PermissionPolicy,
+    stderr_forward: Callable[[str], None] | None,
+) -> ClientOptions:
+    """The supervised agent's options from the flags ``run`` and ``chat`` share."""
+    return ClientOptions(
+        permission=permission,
+        allow_fs_read=args.allow_fs,
+        allow_fs_write=args.allow_fs,
+        allow_terminal=args.allow_terminal,
+        restart=RestartPolicy(max_restarts=args.max_restarts),
+        cancel_grace_s=args.grace,
+        startup_timeout_s=args.startup_timeout,
+        auth_method=args.auth_method,
+        base_env=dict(os.environ),
+        stderr_forward=stderr_forward,
+    )
+
+
+def turn_policy(args: argparse.Namespace) -> TurnPolicy:
+    """Each turn's cancel grace and deadlines from ``--grace``, ``--idle-timeout`` and
+    ``--turn-timeout``."""
+    return TurnPolicy(
+        timings=TurnTimings(
+            cancel_grace_s=args.grace,
+            idle_timeout_s=args.idle_timeout,
+            turn_timeout_s=args.turn_timeout,
+        )
     )
 
 
