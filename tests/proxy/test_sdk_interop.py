@@ -177,11 +177,11 @@ async def test_python_client_keeps_its_session_across_a_crash(tmp_path: Path) ->
     flags += ["--crash-once-file", str(tmp_path / "crashed")]
     async with _python_client(agent("echo_agent.py", *flags)) as (conn, editor, session_id):
         await conn.prompt(session_id=session_id, prompt=[text_block("before")])
+        editor.updates.clear()
         with pytest.raises(RequestError) as cut:
             await conn.prompt(session_id=session_id, prompt=[text_block("crash 9")])
         assert cut.value.data["recoverable"] is True
         assert cut.value.data["agentExit"]["returncode"] == 9
-        editor.updates.clear()
         answer = await conn.prompt(session_id=session_id, prompt=[text_block("after")])
         assert answer.stop_reason == "end_turn"
         assert editor.texts() == ["after"]
