@@ -35,11 +35,12 @@ from acp_bridge.cli.exit_codes import (
     EXIT_USAGE,
 )
 from acp_bridge.cli.failures import report_agent_failure, report_auth_required
-from acp_bridge.cli.named_agents import ResolvedAgent, resolve_agent
+from acp_bridge.cli.named_agents import ResolvedAgent
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
-from acp_bridge.cli.stdin_messages import check_messages, read_stdin
+from acp_bridge.cli.run_entry import EarlyAgent
+from acp_bridge.cli.stdin_messages import read_stdin
 from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.events import AgentGaveUp
 from acp_bridge.client.options import ClientOptions
@@ -56,12 +57,13 @@ from acp_bridge.errors import (
     QueueStoreError,
     SpawnError,
 )
+from acp_bridge.process.early import AdoptedProcess
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.session.driver import TurnPolicy
 from acp_bridge.session.turn import TurnTimings
 
-__all__ = ["run_command"]
+__all__ = ["run_resolved"]
 
 STOP_NOW_DEADLINE_S: Final = 1.0
 """After a second signal, everything not shielded is cancelled at this deadline at the latest."""
@@ -72,16 +74,15 @@ def default_store_path() -> Path:
     return Path(state) / "acp-bridge" / "store.db"
 
 
-def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    # --agent NAME or -- CMD (neither: continue a stored conversation's agent); a named agent's
-    # default options apply to the ones not given on the command line.
-    agent = resolve_agent(
-        parser, args, sys.argv[1:], required=not (args.resume or args.conversation)
-    )
+def run_resolved(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    agent: ResolvedAgent,
+    early: EarlyAgent | None = None,
+) -> int:
+    """Run with the agent resolved (see :mod:`.run_entry`); ``early`` is the agent's process if
+    it was spawned before the library was imported."""
     argv = agent.argv
-    if args.retry_failed and not (args.resume or args.conversation):
-        parser.error("run: --retry-failed needs --resume or --conversation ID")
-    check_messages(parser, args.message, args.max_message_bytes)
     store_path = Path(args.store) if args.store else default_store_path()
     try:
         _make_private_dir(store_path.parent)
@@ -121,7 +122,8 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     # bridge that died: recovered as failed) and for the ones it sends.
     unsettled = {m.seq for m in store.messages(record.id) if not m.is_final}
     try:
-        return anyio.run(_run, args, store, record, spec, unsettled)
+        started = early.adopt(spec) if early is not None else None
+        return anyio.run(_run, args, store, record, spec, unsettled, started)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
@@ -247,6 +249,7 @@ async def _run(
     record: ConversationRecord,
     spec: AgentSpec,
     unsettled: set[int],
+    started: AdoptedProcess | None,
 ) -> int:
     interrupts = _Interrupts()
     progress = StartupProgress(spec.name, args.startup_timeout)
@@ -257,7 +260,7 @@ async def _run(
         try:
             with interrupts.everything:
                 code = await _run_agent(
-                    args, store, record, spec, interrupts, unsettled, progress
+                    args, store, record, spec, interrupts, unsettled, progress, started
                 )
         finally:
             tg.cancel_scope.cancel()
@@ -281,6 +284,7 @@ async def _run_agent(
     interrupts: _Interrupts,
     unsettled: set[int],
     progress: StartupProgress,
+    started: AdoptedProcess | None,
 ) -> int:
     permission = permission_policy(args.permission)
     printer = EventPrinter(
@@ -308,7 +312,7 @@ async def _run_agent(
     )
     code = EXIT_INTERRUPTED
     try:
-        async with open_supervised_agent(spec, options) as agent:
+        async with open_supervised_agent(spec, options, started=started) as agent:
             progress.finish()
             interrupts.agent = agent
             # The printer outlives the conversation: it prints every event, the final state of

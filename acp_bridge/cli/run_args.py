@@ -163,4 +163,4 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         metavar="-- AGENT_CMD [ARGS...]",
         help="the agent command line, after --",
     )
-    run.set_defaults(handler="acp_bridge.cli.run:run_command")
+    run.set_defaults(handler="acp_bridge.cli.run_entry:run_command")

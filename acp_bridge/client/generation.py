@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
+from anyio.abc import Process
 
 from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.events import AgentStarted, LifecycleEvent
@@ -64,11 +65,14 @@ class GenerationHost(Protocol):
 
 
 class Generation:
-    def __init__(self, host: GenerationHost, number: int, restoring: bool) -> None:
+    def __init__(
+        self, host: GenerationHost, number: int, restoring: bool, adopted: Process | None = None
+    ) -> None:
         self._host = host
         self._options = host.options
         self.number = number
         self._restoring = restoring
+        self._adopted = adopted  # a process spawned early for this generation, if any
         self._process: AgentProcess | None = None
         self._ended = anyio.Event()
         self._reasons: list[str] = []  # why we ended a process that was still running, if we did
@@ -107,6 +111,7 @@ class Generation:
                 base_env=self._options.base_env,
                 stderr_forward=self._options.stderr_forward,
                 shutdown=self._options.shutdown,
+                process=self._adopted,
             ) as process:
                 self._process = process
                 await self._serve(process, spawned_at)

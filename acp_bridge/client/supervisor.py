@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import Process, TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from acp_bridge.client.condition import Condition
@@ -93,6 +93,7 @@ class SupervisedAgent:
         self.options = options
         self._task_group = task_group
         self._handlers = ClientHandlers(self.name, options, self.session)
+        self._started_process: Process | None = None  # spawned early, for generation 1
         self._sessions: dict[str, Session] = {}
         self._lifecycle = AgentLifecycle()
         self._changed = Condition()
@@ -406,7 +407,8 @@ class SupervisedAgent:
         async with self._lifetime:  # a revive waits for the last loop to reap its process
             start: StartGeneration | None = first
             while start is not None:
-                generation = Generation(self, start.number, start.restoring)
+                adopted, self._started_process = self._started_process, None
+                generation = Generation(self, start.number, start.restoring, adopted)
                 self._current = generation
                 await generation.run()
                 start = await self._after_exit(start.number)
@@ -509,9 +511,12 @@ class SupervisedAgent:
 
 @asynccontextmanager
 async def open_supervised_agent(
-    spec: AgentSpec, options: ClientOptions | None = None
+    spec: AgentSpec, options: ClientOptions | None = None, *, started: Process | None = None
 ) -> AsyncIterator[SupervisedAgent]:
     """Start ``spec`` supervised; return once it answered ``initialize``.
+
+    ``started`` is a process already spawned from ``spec`` (see :mod:`acp_bridge.process.early`):
+    the first generation adopts it instead of spawning; restarts spawn as usual.
 
     On exit every turn in flight fails, the agent and its whole process tree are stopped, and
     client-side terminals are killed.
@@ -524,6 +529,7 @@ async def open_supervised_agent(
     try:
         async with anyio.create_task_group() as tg:
             agent = SupervisedAgent(spec, options, tg)
+            agent._started_process = started
             await agent._handlers.start(tg)
             await tg.start(agent.run)
             try:

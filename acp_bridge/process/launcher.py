@@ -332,8 +332,12 @@ async def open_agent(
     stderr_forward: Callable[[str], None] | None = None,
     stderr_tail_lines: int = STDERR_TAIL_LINES,
     shutdown: ShutdownTimeouts = ShutdownTimeouts(),
+    process: Process | None = None,
 ) -> AsyncIterator[AgentProcess]:
     """Start ``spec`` in its own process group; stop it and its whole tree on exit.
+
+    ``process``, when given, was already started from ``spec`` (see
+    :mod:`acp_bridge.process.early`) and is adopted instead of spawning a new one.
 
     ``base_env`` is the environment the spec's changes apply to; without it the agent inherits
     ours unchanged (and a spec that changes the environment is an error: pass ``os.environ``).
@@ -341,24 +345,8 @@ async def open_agent(
     Raises:
         SpawnError: the command could not be started (``__cause__`` holds the OSError).
     """
-    env = None
-    if spec.changes_env:
-        if base_env is None:
-            raise ValueError("a spec that changes the environment needs base_env")
-        env = spec.resolve_env(base_env)
-    try:
-        process = await anyio.open_process(
-            list(spec.argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=spec.cwd,
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise SpawnError(f"could not start {spec.name} ({spec.display_command}): {reason}") from exc
+    if process is None:
+        process = await _spawn(spec, base_env)
     agent = AgentProcess(spec, process, stderr_forward, stderr_tail_lines, shutdown)
     log.debug("started %s (pid %d): %s", spec.name, agent.pid, spec.display_command)
     try:
@@ -379,3 +367,24 @@ async def open_agent(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from group.exceptions[0].__cause__
         raise
+
+
+async def _spawn(spec: AgentSpec, base_env: Mapping[str, str] | None) -> Process:
+    env = None
+    if spec.changes_env:
+        if base_env is None:
+            raise ValueError("a spec that changes the environment needs base_env")
+        env = spec.resolve_env(base_env)
+    try:
+        return await anyio.open_process(
+            list(spec.argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=spec.cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise SpawnError(f"could not start {spec.name} ({spec.display_command}): {reason}") from exc

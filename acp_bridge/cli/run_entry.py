@@ -1,0 +1,76 @@
+"""``acp-bridge run``'s entry point: spawn the agent first, then import the library.
+
+A new conversation's agent command is known from the arguments alone, so it is started before
+the bridge imports its wire models and conversation layer (the bulk of a one-shot's fixed cost),
+and the two start-ups overlap. This module imports only what the spawn needs. The process is
+handed to :mod:`acp_bridge.cli.run`, which adopts it for the supervised agent's first generation;
+if anything ends the run before that (a usage error, a busy conversation), it is killed here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from acp_bridge.cli.named_agents import ResolvedAgent, resolve_agent
+from acp_bridge.cli.stdin_messages import check_messages
+from acp_bridge.errors import SpawnError
+from acp_bridge.process.early import AdoptedProcess, discard, spawn_early
+from acp_bridge.process.spec import AgentSpec
+
+__all__ = ["EarlyAgent", "run_command"]
+
+
+@dataclass
+class EarlyAgent:
+    """An agent spawned before the conversation was opened, until someone adopts it."""
+
+    spec: AgentSpec
+    popen: subprocess.Popen[bytes] | None
+
+    def adopt(self, spec: AgentSpec) -> AdoptedProcess | None:
+        """The process, if it was spawned from ``spec``; the caller owns it from now on."""
+        if self.popen is None or spec != self.spec:
+            return None
+        popen, self.popen = self.popen, None
+        return AdoptedProcess(popen)
+
+    def discard(self) -> None:
+        if self.popen is not None:
+            popen, self.popen = self.popen, None
+            discard(popen)
+
+
+def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    # --agent NAME or -- CMD (neither: continue a stored conversation's agent); a named agent's
+    # default options apply to the ones not given on the command line.
+    continuing = bool(args.resume or args.conversation)
+    agent = resolve_agent(parser, args, sys.argv[1:], required=not continuing)
+    if args.retry_failed and not continuing:
+        parser.error("run: --retry-failed needs --resume or --conversation ID")
+    check_messages(parser, args.message, args.max_message_bytes)  # usage errors spawn nothing
+    early = None if continuing else _spawn_now(args, agent)
+    try:
+        from acp_bridge.cli.run import run_resolved
+
+        return run_resolved(parser, args, agent, early)
+    finally:
+        if early is not None:
+            early.discard()
+
+
+def _spawn_now(args: argparse.Namespace, agent: ResolvedAgent) -> EarlyAgent | None:
+    """Spawn a new conversation's agent now; None if that can't be done early (the normal
+    path then spawns it, and reports a failure in its own words)."""
+    if not agent.argv or (args.cwd is not None and not os.path.isdir(args.cwd)):
+        return None
+    cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
+    spec = AgentSpec(list(agent.argv), name=agent.name or "", cwd=cwd, env=agent.env)
+    try:
+        return EarlyAgent(spec, spawn_early(spec, os.environ))
+    except SpawnError:
+        return None

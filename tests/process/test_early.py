@@ -1,0 +1,119 @@
+"""An agent spawned before the bridge finished importing, then adopted (process/early.py):
+supervised exactly like one the launcher spawned, on both backends, and never left behind when
+nobody adopts it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from acp_bridge.client.options import ClientOptions
+from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.errors import AgentExitedError, ConnectionClosedError
+from acp_bridge.process.early import AdoptedProcess, discard, spawn_early
+from acp_bridge.process.launcher import open_agent
+from tests.process.liveness import open_liveness
+from tests.process.test_launcher import QUICK, fake, initialize
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_an_adopted_agent_serves_and_leaves_no_process() -> None:
+    async with open_liveness() as liveness:
+        spec = fake("forking_agent.py", "--connect-back", str(liveness.port))
+        popen = spawn_early(spec)
+        async with open_agent(spec, shutdown=QUICK, process=AdoptedProcess(popen)) as agent:
+            peers = await liveness.accept(2)
+            assert agent.pid == popen.pid
+            assert (await initialize(agent))["protocolVersion"] == 1
+        await liveness.assert_closed(*peers)
+        assert agent.has_exited
+        assert popen.returncode is not None  # reaped, not a zombie
+
+
+async def test_the_exit_of_an_adopted_agent_is_noticed_with_its_status() -> None:
+    spec = fake("echo_agent.py", "--crash-on", "initialize", "--exit-code", "7")
+    adopted = AdoptedProcess(spawn_early(spec))
+    async with open_agent(spec, shutdown=QUICK, process=adopted) as agent:
+        with pytest.raises(ConnectionClosedError):
+            await initialize(agent)
+        with anyio.fail_after(10):
+            status = await agent.wait_exited()
+        assert status.returncode == 7
+
+
+async def test_generation_one_is_adopted_and_a_restart_spawns_anew(tmp_path: Path) -> None:
+    spec = fake(
+        "echo_agent.py", "--prompt-words", "--crash-once-file", str(tmp_path / "crashed"),
+        "--history", str(tmp_path / "history.json"),
+    )  # fmt: skip
+    popen = spawn_early(spec)
+    options = ClientOptions()
+    async with open_supervised_agent(spec, options, started=AdoptedProcess(popen)) as agent:
+        session = await agent.new_session(tmp_path)
+        first_pid = agent.pid
+        assert first_pid == popen.pid
+        with pytest.raises(AgentExitedError) as crashed:
+            await session.run("echo one; crash KILL")
+        assert crashed.value.recoverable
+        response = await session.run("echo two")
+        assert response.stop_reason == "end_turn"
+        assert agent.pid not in (None, first_pid)
+    assert popen.returncode == -signal.SIGKILL
+
+
+def test_discard_kills_the_whole_group_of_an_agent_never_adopted() -> None:
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(20)
+    spec = fake("forking_agent.py", "--connect-back", str(listener.getsockname()[1]))
+    popen = spawn_early(spec)
+    peers = [listener.accept()[0] for _ in range(2)]  # the agent and its grandchild
+    try:
+        discard(popen)
+        assert popen.returncode == -signal.SIGKILL
+        for peer in peers:
+            peer.settimeout(20)
+            while peer.recv(4096):  # closes when the process dies
+                pass
+    finally:
+        for peer in peers:
+            peer.close()
+        listener.close()
+
+
+def test_run_kills_its_early_agent_when_the_store_cannot_be_opened(tmp_path: Path) -> None:
+    """The agent of a new conversation is spawned before the store is opened (spawn first);
+    a run that then fails must not leave it behind."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(20)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        bridge = subprocess.run(
+            [sys.executable, "-m", "acp_bridge", "run", "--store", str(blocker / "s.db"),
+             "-m", "hi", "--", *fake("echo_agent.py").argv,
+             "--connect-back", str(listener.getsockname()[1])],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+        )  # fmt: skip
+        assert bridge.returncode == 2
+        assert "cannot open the store" in bridge.stderr
+        agent = listener.accept()[0]  # it was spawned early...
+        agent.settimeout(20)
+        while agent.recv(4096):  # ...and is gone
+            pass
+        agent.close()
+    finally:
+        listener.close()
