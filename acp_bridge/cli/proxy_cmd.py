@@ -67,10 +67,11 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             return EXIT_USAGE
     _widen_pipe(1)
     agent_log = logging.getLogger(f"acp_bridge.agent.{spec.name}")
+    editor_in, editor_out = FdReceiveStream(0), FdSendStream(1)
     relay = ProxyRelay(
         spec,
-        FdReceiveStream(0),
-        FdSendStream(1),
+        editor_in,
+        editor_out,
         options=options,
         recorder=recorder,
         base_env=os.environ,
@@ -84,6 +85,11 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     except SpawnError as exc:  # pragma: no cover - reported by the relay already
         print(f"acp-bridge proxy: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAILED
+    finally:
+        # The descriptors go back to blocking mode (they are the process's, not ours).
+        for stream in (editor_in, editor_out):
+            with contextlib.suppress(OSError, ValueError):
+                os.set_blocking(stream.fileno(), True)
     if relay.failure is not None:
         print(f"acp-bridge proxy: {relay.failure}", file=sys.stderr)
     return code
