@@ -68,9 +68,24 @@ def is_rate_limit(exc: BaseException) -> bool:
     return "RateLimitError" in _names(unwrap(exc))
 
 
+_MISSING_KEY = ("missing credentials", "api key", "api_key")
+
+
+def _looks_like_missing_key(exc: BaseException) -> bool:
+    """Some SDKs report a missing key as a server error (OpenAI's: "Missing credentials")."""
+    text = str(exc).lower()
+    return any(marker in text for marker in _MISSING_KEY) and (
+        "missing" in text or "invalid" in text or "incorrect" in text
+    )
+
+
 def to_rpc_error(exc: BaseException, model: str) -> RpcError:
     exc = unwrap(exc)
     names = _names(exc)
+    if names.isdisjoint({"RateLimitError", "ContextWindowExceededError"}) and (
+        _looks_like_missing_key(exc)
+    ):
+        names = {"AuthenticationError"}
     for name, kind, what, retryable in _KINDS:
         if name in names:
             detail = _provider_message(exc)
