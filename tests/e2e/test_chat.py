@@ -213,6 +213,24 @@ def test_lines_typed_during_a_turn_are_queued_with_the_depth_shown(tmp_path: Pat
     assert messages(tmp_path / "s.db") == [(1, "cancelled", 1), (2, "done", 1), (3, "done", 1)]
 
 
+def test_text_being_typed_survives_the_output_streaming_above_it(tmp_path: Path) -> None:
+    with chat(["--", *agent("echo_agent.py")], tmp_path) as terminal:
+        terminal.say("trickle 6 150")
+        terminal.read_until(b"trickle-1-0 ")
+        terminal.type(b"half a ")  # no Enter yet: the chunks keep coming above it
+        terminal.read_until(b"trickle-1-2 ")
+        terminal.read_until(b"> half a ")  # the prompt line drawn again, with what was typed
+        terminal.type(b"line\r")
+        terminal.read_until(b"queued as message 2 (1 waiting)")
+        terminal.read_until(b"[done] end_turn")
+        terminal.read_until(b"half a line\r\n")  # message 2 echoed back by the agent
+        terminal.type(CTRL_D)
+        assert terminal.finish() == 0
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as db:
+        (content,) = db.execute("SELECT content FROM messages WHERE seq = 2").fetchone()
+    assert "half a line" in content
+
+
 def test_a_permission_request_is_asked_on_the_prompt_line(tmp_path: Path) -> None:
     with chat(["--", *agent("permission_agent.py")], tmp_path) as terminal:
         terminal.say("go")
