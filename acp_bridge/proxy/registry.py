@@ -3,8 +3,11 @@
 The editor's ``initialize`` and ``authenticate`` params are replayed to every new agent
 process; every session the editor opened (new), loaded or resumed is kept with its cwd,
 mcpServers and additionalDirectories, and restored by ``session/load`` when the agent can
-load (its replay is swallowed), else by ``session/resume``. A session that cannot be restored
-is *lost*: the editor's next request naming it gets an error saying so and why.
+load (its replay is swallowed), else by ``session/resume``. The mode and config options the
+editor chose for a session (``session/set_mode``, ``session/set_config_option``, the last
+value of each) are applied again after it is restored: a new process starts from defaults.
+A session that cannot be restored is *lost*: the editor's next request naming it gets an error
+saying so and why.
 
 Bound: ``max_sessions`` sessions (the oldest are forgotten first; a forgotten session is not
 restored after a restart and the agent answers for it as it likes). Sessions the editor closed
@@ -17,9 +20,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RestoreStep", "SessionRecord", "SessionRegistry"]
+__all__ = ["SETTINGS_METHODS", "RestoreStep", "SessionRecord", "SessionRegistry"]
 
 MAX_SESSIONS = 1024
+SETTINGS_METHODS = frozenset({"session/set_mode", "session/set_config_option"})
 MAX_LOST = 1024
 
 
@@ -47,6 +51,8 @@ class RestoreStep:
     record: SessionRecord
     methods: tuple[str, ...]
     """What to try, in order; empty when the agent can neither load nor resume."""
+    settings: tuple[tuple[str, dict[str, Any]], ...] = ()
+    """The editor's choices to apply again once restored: (method, params), in order."""
 
 
 class SessionRegistry:
@@ -57,6 +63,7 @@ class SessionRegistry:
         self.can_resume = False
         self._sessions: OrderedDict[str, SessionRecord] = OrderedDict()
         self._lost: OrderedDict[str, str] = OrderedDict()
+        self._settings: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
         self._max = max_sessions
 
     def __len__(self) -> int:
@@ -81,6 +88,12 @@ class SessionRegistry:
             self.opened(session_id, params)
         elif method in ("session/close", "session/delete") and session_id is not None:
             self.forget(session_id)
+        elif method in SETTINGS_METHODS and session_id is not None and session_id in self:
+            # One entry per setting (the mode, each config option): the last choice wins.
+            key = "mode" if method == "session/set_mode" else f"config:{params.get('configId')}"
+            chosen = self._settings.setdefault(session_id, {})
+            chosen.pop(key, None)
+            chosen[key] = (method, params)
 
     def initialized(self, params: dict[str, Any], result: Any) -> None:
         """The agent answered the editor's (or our own) ``initialize``."""
@@ -103,11 +116,13 @@ class SessionRegistry:
             params.get("additionalDirectories"),
         )
         while len(self._sessions) > self._max:
-            self._sessions.popitem(last=False)
+            forgotten, _record = self._sessions.popitem(last=False)
+            self._settings.pop(forgotten, None)
 
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
         self._lost.pop(session_id, None)
+        self._settings.pop(session_id, None)
 
     def plan(self) -> list[RestoreStep]:
         methods = tuple(
@@ -115,10 +130,14 @@ class SessionRegistry:
             for name, able in (("session/load", self.can_load), ("session/resume", self.can_resume))
             if able
         )
-        return [RestoreStep(record, methods) for record in self._sessions.values()]
+        return [
+            RestoreStep(record, methods, tuple(self._settings.get(record.session_id, {}).values()))
+            for record in self._sessions.values()
+        ]
 
     def mark_lost(self, session_id: str, why: str) -> None:
         self._sessions.pop(session_id, None)
+        self._settings.pop(session_id, None)
         self._lost[session_id] = why
         while len(self._lost) > MAX_LOST:
             self._lost.popitem(last=False)

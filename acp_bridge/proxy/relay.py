@@ -34,7 +34,7 @@ from acp_bridge.proxy.frames import UPDATE_PREFIXES, Frame, FrameKind, parse_lin
 from acp_bridge.proxy.generation import Generation
 from acp_bridge.proxy.lines import BatchLineReader
 from acp_bridge.proxy.recorder import Recorder
-from acp_bridge.proxy.registry import SessionRegistry
+from acp_bridge.proxy.registry import SETTINGS_METHODS, SessionRegistry
 from acp_bridge.proxy.restore import restore_sessions
 from acp_bridge.proxy.routing import AgentRequests, EditorRequests, PendingEditorRequest
 from acp_bridge.proxy.supervision import AgentGone, AgentSupervisor
@@ -60,7 +60,7 @@ _FLUSH_BOUND_S = 2.0
 """How long the editor gets to take our last lines at shutdown."""
 _RECORDED_PARAMS = frozenset(
     {"initialize", "authenticate", "session/new", "session/load", "session/resume"}
-)
+) | SETTINGS_METHODS
 _FORGETTING = frozenset({"session/close", "session/delete"})
 
 

@@ -5,7 +5,8 @@ a ``session/load`` is swallowed by the relay while the generation is ``restoring
 that neither load nor resume brings back is marked lost in the registry, with the reason. A
 generation that cannot be re-initialized or re-authenticated, or does not finish within
 ``timeout_s``, is ended: it counts as a crash for the restart policy, and the sessions stay
-unrestored (not lost) for the next attempt.
+unrestored (not lost) for the next attempt. The mode and config options the editor chose are
+applied again to each restored session (a refusal is logged, the session stays restored).
 """
 
 from __future__ import annotations
@@ -63,6 +64,16 @@ async def restore_sessions(
                 if not reply.is_error:
                     log.warning("%s: session %s restored by %s", name, session_id, method)
                     restored(session_id, method)
+                    for setting, params in step.settings:  # the editor's mode and options
+                        answer = await gen.call(setting, params)
+                        if answer.is_error:
+                            log.warning(
+                                "%s: session %s: %s not applied again: %s",
+                                name,
+                                session_id,
+                                setting,
+                                error_text(answer),
+                            )
                     break
                 why = f"{method} failed: {error_text(reply)}"
             else:

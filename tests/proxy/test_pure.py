@@ -126,6 +126,14 @@ def test_the_registry_plans_restores_and_remembers_lost_sessions() -> None:
         ("s2", ("session/load", "session/resume")),
     ]
     assert plan[1].record.restore_params() == {"sessionId": "s2", "cwd": "/b", "mcpServers": []}
+    for mode in ("ask", "code"):
+        registry.answered("session/set_mode", {"sessionId": "s1", "modeId": mode}, "s1", {})
+    option = {"sessionId": "s1", "configId": "model", "value": "large"}
+    registry.answered("session/set_config_option", option, "s1", {})
+    assert registry.plan()[0].settings == (
+        ("session/set_mode", {"sessionId": "s1", "modeId": "code"}),
+        ("session/set_config_option", option),
+    )
     registry.mark_lost("s1", "session/load failed")
     assert registry.lost_reason("s1") == "session/load failed" and "s1" not in registry
 

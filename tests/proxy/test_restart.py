@@ -138,3 +138,23 @@ async def test_a_crash_during_session_new_is_answered_and_the_editor_goes_on(
         answer = await editor.call("session/prompt", prompt_params(session_id, "ok"))
         assert answer["result"] == {"stopReason": "end_turn"}
         assert await editor.close_and_wait() == 0
+
+
+async def test_the_editors_mode_and_options_are_applied_again_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    flags = ["--quiet", "--settings", "--history", str(tmp_path / "h.json")]
+    flags += ["--crash-once-file", str(tmp_path / "crashed")]
+    async with open_editor(proxy(agent_argv=agent("echo_agent.py", *flags))) as editor:
+        session_id = await editor.handshake()
+        await editor.call("session/set_mode", {"sessionId": session_id, "modeId": "ask"})
+        await editor.call("session/set_mode", {"sessionId": session_id, "modeId": "code"})
+        option = {"sessionId": session_id, "configId": "model", "value": "large"}
+        await editor.call("session/set_config_option", option)
+        await editor.call("session/prompt", prompt_params(session_id, "crash 4"))
+        seen: list[dict[str, Any]] = []
+        await editor.response(
+            await editor.request("session/prompt", prompt_params(session_id, "settings")), seen
+        )
+        assert [chunk_text(m) for m in seen] == ["settings mode=code model=large"]
+        assert await editor.close_and_wait() == 0
