@@ -107,6 +107,11 @@ def run_resolved(
         store.close()
         _say(f"cannot lock conversation {record.id} ({owner.path}): {exc}")
         return EXIT_USAGE
+    if store.get_conversation(record.id) is None:  # pruned between the lookup and the lock
+        store.close()
+        owner.release()
+        _say(f"conversation {record.id} was removed (pruned) meanwhile; nothing was sent")
+        return EXIT_USAGE
     if args.verbose:
         _say(f"conversation {record.id} (cwd {record.cwd})")
     servers = _mcp_servers_now(agent, record)

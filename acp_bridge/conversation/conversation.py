@@ -430,6 +430,11 @@ class Conversation:
     async def _on_turn_event(self, seq: int, event: TurnEvent) -> None:
         if isinstance(event, UpdateReceived):
             self._journal.observe_update(seq, event.session_id, event.raw)
+            if event.raw.get("sessionUpdate") == "tool_call":
+                # Kept (small) so a resume can tell which MCP servers the history used, also
+                # for tools that never asked permission.
+                call = {k: event.raw.get(k) for k in ("toolCallId", "title", "kind")}
+                await self._log_later("tool_call", {"seq": seq, "toolCall": call}, seq)
             await self.emit(
                 "update", {"seq": seq, "sessionId": event.session_id, "update": event.raw}
             )

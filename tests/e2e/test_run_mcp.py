@@ -92,3 +92,20 @@ def test_resume_reconciles_the_mcp_servers_given_now(tmp_path: Path) -> None:
     fourth = run("--resume", "-m", "mcp-servers")
     assert fourth.returncode == 0, fourth.stderr
     assert servers_reported(fourth.stdout) == [server("web", "web-mcp"), server("new", "new-mcp")]
+
+
+def test_a_server_whose_tool_ran_without_permission_counts_as_used(tmp_path: Path) -> None:
+    """Before, only permission events kept a tool call's title in the log: a read-only MCP
+    tool that ran without asking left no trace, and removing its server passed."""
+    store = str(tmp_path / "s.db")
+    agent = [*MCP_AGENT, "--history", str(tmp_path / "history.json")]
+
+    def run(*args: str) -> Any:
+        return bridge(tmp_path, "run", "--store", store, *args)
+
+    first = run("--mcp", "docs=docs-mcp", "-m", "mcp-call docs", "--", *agent)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == ["mcp-call docs done"]
+    refused = run("--resume", "-m", "never sent", "--mcp", "other=other-mcp", "--", *agent)
+    assert refused.returncode == 2
+    assert "used the MCP server(s) docs" in refused.stderr
