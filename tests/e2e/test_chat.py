@@ -213,6 +213,25 @@ def test_lines_typed_during_a_turn_are_queued_with_the_depth_shown(tmp_path: Pat
     assert messages(tmp_path / "s.db") == [(1, "cancelled", 1), (2, "done", 1), (3, "done", 1)]
 
 
+def test_stop_pauses_the_queue_until_resume(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    with chat(["--", *agent("echo_agent.py")], tmp_path) as terminal:
+        terminal.say("echo begun; wait")
+        terminal.read_until(b"begun\r\n")
+        terminal.say("trickle 1 1")
+        terminal.read_until(b"queued as message 2 (1 waiting)")
+        terminal.say("/stop")
+        terminal.read_until(b"the queue is paused; 1 queued message kept: /resume sends them")
+        terminal.read_until(b"message 1 ended cancelled")
+        assert messages(store) == [(1, "cancelled", 1), (2, "queued", 0)]
+        terminal.say("/resume")
+        terminal.read_until(b"trickle-2-0")
+        terminal.read_until(b"[done] end_turn")
+        terminal.type(CTRL_D)
+        assert terminal.finish() == 0
+    assert messages(store) == [(1, "cancelled", 1), (2, "done", 1)]
+
+
 def test_text_being_typed_survives_the_output_streaming_above_it(tmp_path: Path) -> None:
     with chat(["--", *agent("echo_agent.py")], tmp_path) as terminal:
         terminal.say("trickle 6 150")
@@ -358,6 +377,8 @@ def test_mode_and_model_list_and_choose_what_the_agent_offers(tmp_path: Path) ->
         terminal.read_until(b"mode: code")
         terminal.say("settings")
         terminal.read_until(b"settings mode=code model=large")
+        terminal.say("/mode bogus")
+        terminal.read_until(b"offers no mode 'bogus'")
         terminal.say("/bogus")
         terminal.read_until(b"unknown command /bogus; /help lists them")
         terminal.say("/quit")
