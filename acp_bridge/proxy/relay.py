@@ -381,9 +381,10 @@ class ProxyRelay:
     async def _after_restore(self, lost: list[str]) -> None:
         """Answer the requests the previous process's exit cut, then resume the queues."""
         cut, self._cut = self._cut, []
-        record = self._agents.last_exit
         for request in cut:
             why = self._registry.lost_reason(request.session_id)
+            # The exit that cut it, not a later one (a restart may have died in between).
+            record = self._agents.exit_of(request.generation)
             if record is None:
                 continue
             answer = answers.exit_error(

@@ -43,6 +43,9 @@ __all__ = ["AgentGone", "AgentSupervisor", "SupervisorHost"]
 log = logging.getLogger(__name__)
 
 
+_STDOUT_ENDS = frozenset({"it closed its stdout", "its stdout broke"})
+
+
 class AgentGone(Exception):
     """The agent is gone for good (or the proxy is closing): nothing more is forwarded."""
 
@@ -103,6 +106,11 @@ class AgentSupervisor:
             if state in (AgentPhase.GAVE_UP, AgentPhase.CLOSED) or self._host.stopping:
                 raise AgentGone
             await self.changed.wait()
+
+    def exit_of(self, number: int) -> ExitRecord | None:
+        """How generation ``number`` ended (the last few are kept), else the latest exit."""
+        report = self.lifecycle.exits.get(number)
+        return report.record if report is not None else self.last_exit
 
     async def wait_started(self) -> None:
         """Until the first generation was spawned (or could not be, or the proxy stops)."""
@@ -170,7 +178,9 @@ class AgentSupervisor:
         now = anyio.current_time()
         status = process.exit_status
         reason = gen.end_reason or "stopped"
-        if status is not None and status.describe() not in reason:
+        if status is not None and reason in _STDOUT_ENDS:
+            reason = status.describe()  # the stdout ended because the process did
+        elif status is not None and status.describe() not in reason:
             reason = f"{reason} ({status.describe()})"
         return ExitRecord(
             now,

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tests.proxy.harness import agent, chunk_text, open_editor, prompt_params, proxy
@@ -157,4 +158,34 @@ async def test_the_editors_mode_and_options_are_applied_again_after_a_restart(
             await editor.request("session/prompt", prompt_params(session_id, "settings")), seen
         )
         assert [chunk_text(m) for m in seen] == ["settings mode=code model=large"]
+        assert await editor.close_and_wait() == 0
+
+
+async def test_a_restart_that_dies_during_its_load_is_followed_by_one_that_works(
+    tmp_path: Path,
+) -> None:
+    flags = ["--quiet", "--history", str(tmp_path / "h.json"), "--crash-on", "session/load"]
+    flags += ["--crash-once-file", str(tmp_path / "crashed")]
+    async with open_editor(proxy(agent_argv=agent("echo_agent.py", *flags))) as editor:
+        session_id = await editor.handshake()
+        await editor.call("session/prompt", prompt_params(session_id, "one two three four"))
+        running = await editor.request("session/prompt", prompt_params(session_id, "echo x; wait"))
+        around: list[dict[str, Any]] = []
+        await editor.until(lambda m: chunk_text(m) is not None, seen=around)
+        (first_agent,) = psutil.Process(editor.process.pid).children()
+        first_agent.kill()  # from outside, mid-turn
+        # The next process dies half-way through replaying the session; the one after it
+        # restores the session; then the cut prompt is answered, and the next one runs.
+        cut = await editor.response(running, around)
+        assert cut["error"]["data"]["recoverable"] is True
+        assert "killed by SIGKILL" in cut["error"]["message"]
+        seen: list[dict[str, Any]] = []
+        answer = await editor.response(
+            await editor.request("session/prompt", prompt_params(session_id, "again")), seen
+        )
+        assert answer["result"] == {"stopReason": "end_turn"}
+        updates = [chunk_text(m) for m in around + seen if m.get("method") == "session/update"]
+        assert updates == ["again"]  # "x" was consumed by until(); no replay of either load
+        (last_agent,) = psutil.Process(editor.process.pid).children()
+        assert last_agent.pid != first_agent.pid
         assert await editor.close_and_wait() == 0
