@@ -114,6 +114,11 @@ class Turn:
     def stop_reason(self) -> str | None:
         return str(self._response.stop_reason) if self._response is not None else None
 
+    @property
+    def response(self) -> PromptResponse | None:
+        """The agent's answer once the turn ended with one (None while running, or failed)."""
+        return self._response
+
     async def wait(self) -> PromptResponse:
         """The prompt response, once the turn ended; unread events are discarded.
 

@@ -370,7 +370,7 @@ class Conversation:
             if not isinstance(exc, ResourceClosedError):
                 await self._act(self._machine.agent_gone)
             return
-        self._journal.observe_answer(seq, await answered_usage(self._driver))
+        self._journal.observe_answer(seq, answered_usage(self._driver))
         if outcome.status == "cancelled" and outcome.cancel_reason not in _STOP_OR_CLOSE:
             await self._act(lambda: self._machine.turn_timed_out(seq))  # the driver's deadline
         if outcome.status == "failed":

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from acp_bridge.client.turn import Turn
 from acp_bridge.conversation.queue_model import MessageFinal, MessageState
 from acp_bridge.conversation.records import FinishedTurn
 from acp_bridge.conversation.store_catalog import LogEntry
@@ -126,16 +125,7 @@ def final_event(
     return FinalEvent(name, data, state, error)
 
 
-async def answered_usage(driver: TurnDriver) -> dict[str, Any] | None:
-    """The ``usage`` of the prompt response of the driver's last turn, if it answered with one.
-
-    Stopgap: TurnDriver does not expose the response yet, so this reads the turn it keeps
-    (``_turn``); ``TurnDriver.last_response`` (or ``TurnOutcome.usage``) would replace it."""
-    turn: Turn | None = getattr(driver, "_turn", None)
-    if turn is None or not turn.is_done:
-        return None
-    try:
-        response = await turn.wait()  # ended: returns at once
-    except Exception:  # it failed (a crash, an error answer): nothing was reported
-        return None
-    return None if response.usage is None else response.usage.dump()
+def answered_usage(driver: TurnDriver) -> dict[str, Any] | None:
+    """The ``usage`` of the prompt response of the driver's last turn, if it answered with one."""
+    response = driver.last_response
+    return None if response is None or response.usage is None else response.usage.dump()

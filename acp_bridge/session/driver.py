@@ -35,6 +35,7 @@ from acp_bridge.client.turn_machine import (
     TurnTimings,
     UpdateArrived,
 )
+from acp_bridge.wire.acp import PromptResponse
 
 __all__ = ["EventSink", "TurnDriver", "TurnPolicy"]
 
@@ -66,6 +67,12 @@ class TurnDriver:
         self._pending_cancel: str | None = None
         self._waiting: anyio.CancelScope | None = None
         self._must_settle = False
+
+    @property
+    def last_response(self) -> PromptResponse | None:
+        """The prompt response of the last turn run, if the agent answered it (a cancelled
+        turn's answer included); None if it failed or none ran."""
+        return self._turn.response if self._turn is not None else None
 
     @property
     def is_running(self) -> bool:
