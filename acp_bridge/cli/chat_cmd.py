@@ -190,6 +190,7 @@ class _Chat:
             args,
             self.questions.policy(args.permission),
             self.printer.agent_stderr if args.verbose else None,
+            self.printer.capability_refused,
         )
         policy = turn_policy(args)
         store, record = self.claimed.store, self.claimed.record

@@ -98,6 +98,11 @@ def claim_conversation(
         store.close()
         _say(f"cannot lock conversation {record.id} ({owner.path}): {exc}")
         return EXIT_USAGE
+    if store.get_conversation(record.id) is None:  # pruned between the lookup and the lock
+        store.close()
+        owner.release()
+        _say(f"conversation {record.id} was removed (pruned) meanwhile; nothing was sent")
+        return EXIT_USAGE
     if verbose:
         _say(f"conversation {record.id} (cwd {record.cwd})")
     servers = _mcp_servers_now(agent, record)
@@ -120,10 +125,12 @@ def client_options(
     args: argparse.Namespace,
     permission: PermissionPolicy,
     stderr_forward: Callable[[str], None] | None,
+    on_capability_refused: Callable[[str], None] | None = None,
 ) -> ClientOptions:
     """The supervised agent's options from the flags ``run`` and ``chat`` share."""
     return ClientOptions(
         permission=permission,
+        on_capability_refused=on_capability_refused,
         allow_fs_read=args.allow_fs,
         allow_fs_write=args.allow_fs,
         allow_terminal=args.allow_terminal,
