@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import os
 import pty
 import re
@@ -35,6 +36,7 @@ from acp_bridge.cli.chat_router import (
     Send,
     Stop,
 )
+from acp_bridge.cli.chat_screen import PARTIAL_MAX, ChatScreen
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "fixtures" / "agents"
@@ -449,3 +451,52 @@ def test_answers_are_case_and_space_blind(answer: str) -> None:
     router = ChatRouter()
     router.question_asked(1)
     assert isinstance(router.line(answer), Answer)
+
+
+# -- the screen (pure drawing, on a stand-in terminal) -------------------------------------------
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_footer_is_erased_written_above_and_drawn_again() -> None:
+    out, err = FakeTerminal(), FakeTerminal()
+    typed = "abc"
+    screen = ChatScreen(out, err, line_buffer=lambda: typed, columns=lambda: 20)
+    screen.prompt_shown("> ")
+    screen.write("out", "partial")  # unfinished: shown in the footer, above the prompt line
+    assert out.getvalue().endswith("\r\x1b[Jpartial\n> abc")
+    screen.set_status("working 1 s")
+    assert err.getvalue() == "working 1 s\x1b[K\n"
+    out.truncate(0)
+    out.seek(0)
+    screen.write("out", " line\nnext")  # one finished line goes above; "next" stays
+    # up 2 rows (the partial line and the status) to the footer's top, clear, write, redraw
+    assert out.getvalue().startswith("\r\x1b[2A\x1b[Jpartial line\nnext\n")
+    assert out.getvalue().endswith("> abc")
+    typed = "x" * 25  # the prompt line wraps: 27 columns on a 20-column terminal = 2 rows
+    out.truncate(0)
+    out.seek(0)
+    screen.set_status("")
+    assert out.getvalue().startswith("\r\x1b[3A\x1b[J")  # 2 footer rows + 1 wrapped row
+
+
+def test_an_unfinished_line_is_bounded() -> None:
+    out = FakeTerminal()
+    screen = ChatScreen(out, FakeTerminal(), columns=lambda: 80)
+    screen.write("out", "y" * (PARTIAL_MAX + 1))
+    assert "y" * (PARTIAL_MAX + 1) + "\n" in out.getvalue()  # written out as a finished line
+    screen.close()
+    assert out.getvalue().endswith("\r\x1b[J")  # nothing was left to write out
+
+
+def test_off_a_terminal_writes_go_straight_through() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    screen = ChatScreen(out, err)
+    screen.prompt_shown("> ")
+    screen.write("out", "text")
+    screen.set_status("working")
+    screen.write("err", "note\n")
+    assert (out.getvalue(), err.getvalue()) == ("text", "note\n")
