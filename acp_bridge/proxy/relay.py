@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
 from acp_bridge.process.policy import RestartPolicy
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_AGENT_GONE = 3
+EDITOR_BACKLOG = 256
+"""Editor messages read while the agent restarts; at the bound the proxy stops reading."""
 _FLUSH_BOUND_S = 2.0
 """How long the editor gets to take our last lines at shutdown."""
 _RECORDED_PARAMS = frozenset(
@@ -103,6 +106,7 @@ class ProxyRelay:
         self._agent_requests = AgentRequests()
         self._cut: list[PendingEditorRequest] = []
         self._held: Frame | None = None
+        self._backlog: MemoryObjectReceiveStream[Frame] | None = None
         self._main: TaskGroup | None = None
         self._stopping = False
         self.exit_code = EXIT_OK
@@ -149,31 +153,49 @@ class ProxyRelay:
             gen.process.kill_now()
 
     async def _read_editor(self) -> None:
+        """Read the editor until EOF. Messages go through a bounded backlog to the dispatcher,
+        which waits while the agent restarts; the reader goes on reading meanwhile, so the
+        editor's EOF is seen at once. Responses (to the agent's requests) skip the backlog."""
         # The agent is spawned before the editor is read: a command that cannot start is
         # reported as such (exit 3), even to an editor that closes at once.
         await self._agents.wait_started()
         if self._stopping:
             return
+        assert self._main is not None
+        backlog, self._backlog = anyio.create_memory_object_stream[Frame](EDITOR_BACKLOG)
+        self._main.start_soon(self._dispatch_editor)
         reader = LineReader(self._editor_in, max_line_bytes=self._options.max_line_bytes)
-        while True:
-            try:
-                line = await reader.receive_line()
-            except anyio.EndOfStream:
-                log.info("the editor closed the connection; stopping the agent")
-                break
-            except FramingError as exc:
-                log.error("the editor sent a line over the size limit (%s); stopping", exc)
-                break
-            except (ConnectionClosedError, ResourceClosedError):
-                break
-            frame = parse_line(line)
-            self._editor.record("editor->bridge", frame)
+        async with backlog:
+            while True:
+                try:
+                    line = await reader.receive_line()
+                except anyio.EndOfStream:
+                    log.info("the editor closed the connection; stopping the agent")
+                    break
+                except FramingError as exc:
+                    log.error("the editor sent a line over the size limit (%s); stopping", exc)
+                    break
+                except (ConnectionClosedError, ResourceClosedError):
+                    break
+                frame = parse_line(line)
+                self._editor.record("editor->bridge", frame)
+                if frame.kind is FrameKind.RESPONSE:
+                    await self._editor_answered(frame)
+                else:
+                    await backlog.send(frame)  # at the bound: stop reading the editor
+        self.stop()
+
+    async def _dispatch_editor(self) -> None:
+        assert self._backlog is not None
+        async for frame in self._backlog:
+            self._held = frame  # answered by a give-up that comes while it waits
             try:
                 await self._from_editor(frame)
             except AgentGone:
                 if frame.kind is FrameKind.REQUEST and not self._stopping:
                     await self._answer_gone(frame.id)
-        self.stop()
+            finally:
+                self._held = None
 
     async def _from_editor(self, frame: Frame) -> None:
         if frame.kind is FrameKind.RESPONSE:
@@ -186,11 +208,7 @@ class ProxyRelay:
                 assert session_id is not None
                 await self._editor.send(answers.lost_session_error(frame.id, session_id, lost))
             return  # a notification about a lost session has nobody to go to
-        self._held = frame  # answered by a give-up that comes while we wait
-        try:
-            gen = await self._agents.ready()
-        finally:
-            self._held = None
+        gen = await self._agents.ready()
         if frame.kind is not FrameKind.REQUEST:
             if frame.method == "session/cancel" and session_id is not None:
                 actions = self._turns.cancel(session_id, anyio.current_time())
@@ -421,9 +439,13 @@ class ProxyRelay:
         ids = [r.id for r in self._cut] + [r.id for r in self._editor_requests.take_all()]
         ids += [p.id for p in self._turns.take_everything()]
         self._cut = []
-        held = self._held
-        if held is not None and held.kind is FrameKind.REQUEST:
-            ids.append(held.id)
+        waiting = [self._held] if self._held is not None else []
+        while self._backlog is not None:
+            try:
+                waiting.append(self._backlog.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                break
+        ids += [frame.id for frame in waiting if frame.kind is FrameKind.REQUEST]
         for request_id in ids:
             await self._editor.send(answers.gone_error(request_id, self._name, why))
 

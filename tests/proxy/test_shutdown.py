@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
+import anyio
 import psutil
 import pytest
 
@@ -34,3 +36,20 @@ async def test_shutdown_leaves_no_orphans(how: str) -> None:
             assert code == 0
             await liveness.assert_closed(*peers)
             assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+async def test_eof_during_a_restart_stops_at_once(tmp_path: Path) -> None:
+    # The restarted agent never answers its session/load (the restore would wait for the
+    # 60 s startup timeout): the editor's EOF must not wait for it.
+    async with open_liveness() as liveness:
+        flags = ["--quiet", "--history", str(tmp_path / "h.json"), "--hang-on", "session/load"]
+        flags += ["--crash-once-file", str(tmp_path / "crashed")]
+        flags += ["--connect-back", str(liveness.port)]
+        async with open_editor(proxy(agent_argv=agent("echo_agent.py", *flags))) as editor:
+            await liveness.accept(1)
+            session_id = await editor.handshake()
+            await editor.request("session/prompt", prompt_params(session_id, "crash 3"))
+            await liveness.accept(1)  # the restarted agent is up: the restore is hanging
+            await editor.request("session/list", {})  # waits for the restore
+            with anyio.fail_after(5):
+                assert await editor.close_and_wait() == 0
