@@ -236,7 +236,7 @@ def test_stop_pauses_the_queue_until_resume(tmp_path: Path) -> None:
 
 def test_text_being_typed_survives_the_output_streaming_above_it(tmp_path: Path) -> None:
     with chat(["--", *agent("echo_agent.py")], tmp_path) as terminal:
-        terminal.say("trickle 6 150")
+        terminal.say("trickle 5 100")
         terminal.read_until(b"trickle-1-0 ")
         terminal.type(b"half a ")  # no Enter yet: the chunks keep coming above it
         terminal.read_until(b"trickle-1-2 ")
@@ -354,7 +354,7 @@ def test_an_agent_that_cannot_start_is_one_sentence_and_exit_3(tmp_path: Path) -
 def test_ctrl_c_while_the_agent_starts_leaves_at_once(tmp_path: Path) -> None:
     back = ConnectBack()
     try:
-        slow_start = agent("echo_agent.py", *back.flag(), "--startup-delay", "30")
+        slow_start = agent("echo_agent.py", *back.flag(), "--hang-on", "initialize")
         with chat(["--", *slow_start], tmp_path) as terminal:
             back.wait_alive()
             terminal.type(CTRL_C)
