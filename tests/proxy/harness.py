@@ -2,6 +2,10 @@
 
 It writes lines as given and keeps every line it reads, so tests can compare bytes. Waiting is
 on lines arriving (with a bound), never on sleeps.
+
+The proxy runs on the test's anyio backend (``ACP_BRIDGE_PROXY_BACKEND``). The central
+scenarios run on both backends; the others are pinned to one each, half on asyncio and half on
+trio, so both backends see every kind of path within the suite's time budget.
 """
 
 from __future__ import annotations

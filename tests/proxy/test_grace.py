@@ -44,6 +44,7 @@ async def test_a_stubborn_cancel_is_answered_at_the_grace_window(tmp_path: Path)
         assert await editor.close_and_wait() == 0
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_a_cooperative_cancel_is_the_agents_own_answer() -> None:
     argv = proxy("--grace", "5", agent_argv=agent("slow_agent.py", "--quiet"))
     async with open_editor(argv) as editor:

@@ -33,6 +33,7 @@ async def test_two_prompts_are_queued_in_order_and_sessions_run_side_by_side() -
         assert await editor.close_and_wait() == 0
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_no_queue_passes_the_second_prompt_straight_through() -> None:
     argv = proxy("--no-queue", agent_argv=agent("echo_agent.py", "--quiet"))
     async with open_editor(argv) as editor:

@@ -63,6 +63,7 @@ async def test_record_then_replay_gives_the_same_answers(tmp_path: Path) -> None
     assert (await _permission_session(replay(recording))) == recorded
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_redact_masks_secrets_in_the_recording_only(tmp_path: Path) -> None:
     recording = tmp_path / "session.ndjson"
     argv = proxy(
@@ -74,6 +75,7 @@ async def test_redact_masks_secrets_in_the_recording_only(tmp_path: Path) -> Non
     assert recording.stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_a_diverging_client_fails_clearly() -> None:
     async with open_editor(replay(RECORDINGS / "echo-session.ndjson")) as editor:
         await editor.call("initialize", {"protocolVersion": 1})
@@ -86,6 +88,7 @@ async def test_a_diverging_client_fails_clearly() -> None:
         assert await editor.close_and_wait() == 4
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_stored_recording_replays() -> None:
     async with open_editor(replay(RECORDINGS / "echo-session.ndjson")) as editor:
         session_id = await editor.handshake()
@@ -98,6 +101,7 @@ async def test_a_stored_recording_replays() -> None:
         assert await editor.close_and_wait() == 0
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_a_stored_redacted_recording_with_a_permission_request_replays() -> None:
     messages = await _permission_session(replay(RECORDINGS / "permission-session.ndjson"))
     assert any(m.get("method") == "session/request_permission" for m in messages)

@@ -14,6 +14,7 @@ from tests.proxy.harness import ENV, agent, chunk_text, open_editor, prompt_para
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_a_turn_passes_through_and_eof_exits_0() -> None:
     async with open_editor(proxy(agent_argv=agent("echo_agent.py"))) as editor:
         session_id = await editor.handshake()
@@ -108,6 +109,7 @@ async def test_a_fixture_session_is_the_same_direct_and_proxied_ids_aside() -> N
     assert proxied == direct
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_an_agent_that_cannot_start_is_one_line_and_exit_3() -> None:
     argv = proxy(agent_argv=["/nonexistent/agent-command"])
     result = await anyio.run_process(argv, check=False, env=ENV, input=b"")
@@ -118,6 +120,7 @@ async def test_an_agent_that_cannot_start_is_one_line_and_exit_3() -> None:
     ]
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_non_json_lines_of_the_agent_never_reach_the_editor() -> None:
     # The noisy agent prints a banner and a non-JSON line before every message; the editor's
     # reader parses every line it gets, so one of them reaching it would fail the test.

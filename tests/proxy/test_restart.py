@@ -93,6 +93,7 @@ async def test_requests_of_the_dead_agent_are_cancelled_toward_the_editor(tmp_pa
         assert await editor.close_and_wait() == 0
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_session_that_cannot_be_restored_is_reported_lost(tmp_path: Path) -> None:
     flags = ["--quiet", "--no-load", "--crash-once-file", str(tmp_path / "crashed")]
     async with open_editor(proxy(agent_argv=agent("echo_agent.py", *flags))) as editor:
@@ -110,6 +111,7 @@ async def test_a_session_that_cannot_be_restored_is_reported_lost(tmp_path: Path
         assert await editor.close_and_wait() == 0
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_gone_for_good_answers_everything_then_exits_3() -> None:
     argv = proxy("--max-restarts", "0", agent_argv=agent("echo_agent.py", "--quiet"))
     async with open_editor(argv) as editor:
@@ -125,6 +127,7 @@ async def test_gone_for_good_answers_everything_then_exits_3() -> None:
         assert await editor.close_and_wait() == 3
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_crash_during_session_new_is_answered_and_the_editor_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -141,6 +144,7 @@ async def test_a_crash_during_session_new_is_answered_and_the_editor_goes_on(
         assert await editor.close_and_wait() == 0
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_the_editors_mode_and_options_are_applied_again_after_a_restart(
     tmp_path: Path,
 ) -> None:
@@ -161,6 +165,7 @@ async def test_the_editors_mode_and_options_are_applied_again_after_a_restart(
         assert await editor.close_and_wait() == 0
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_restart_that_dies_during_its_load_is_followed_by_one_that_works(
     tmp_path: Path,
 ) -> None:

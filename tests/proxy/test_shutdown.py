@@ -38,6 +38,7 @@ async def test_shutdown_leaves_no_orphans(how: str) -> None:
             assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_eof_during_a_restart_stops_at_once(tmp_path: Path) -> None:
     # The restarted agent never answers its session/load (the restore would wait for the
     # 60 s startup timeout): the editor's EOF must not wait for it.
