@@ -24,6 +24,7 @@ from typing import Any
 
 from acp_bridge.cli.exit_codes import EXIT_USAGE
 from acp_bridge.cli.named_agents import ResolvedAgent
+from acp_bridge.cli.options import default_state_dir, default_store_path
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionPolicy
@@ -45,15 +46,6 @@ __all__ = [
     "make_private_dir",
     "turn_policy",
 ]
-
-
-def default_state_dir() -> Path:
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "acp-bridge"
-
-
-def default_store_path() -> Path:
-    return default_state_dir() / "store.db"
 
 
 @dataclass

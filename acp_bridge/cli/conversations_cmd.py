@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
+from acp_bridge.cli.options import default_store_path
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.conversation.store import (
     ConversationRecord,
@@ -155,12 +155,6 @@ def _store_path(args: argparse.Namespace) -> Path:
     return Path(args.store) if args.store else default_store_path()
 
 
-def default_store_path() -> Path:
-    """Where ``run`` keeps conversations by default. The same rule as
-    ``acp_bridge.cli.run.default_store_path``, repeated here because importing run costs about
-    a second (the wire models); one light module should hold it for both."""
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "acp-bridge" / "store.db"
 
 
 @contextmanager

@@ -11,6 +11,7 @@ import argparse
 import math
 import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 __all__ = [
@@ -86,3 +87,15 @@ def directory(text: str) -> str:
     if not os.path.isdir(path):
         raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
     return path
+
+
+def default_state_dir() -> Path:
+    """Where acp-bridge keeps its state: ``$XDG_STATE_HOME/acp-bridge`` (``~/.local/state``
+    without it). Here, in a light module, so every subcommand agrees without importing more."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "acp-bridge"
+
+
+def default_store_path() -> Path:
+    """The conversations store every subcommand uses without ``--store``."""
+    return default_state_dir() / "store.db"

@@ -18,50 +18,45 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import anyio
 
+from acp_bridge.cli.conversation_setup import (
+    agent_spec,
+    claim_conversation,
+    client_options,
+    turn_policy,
+)
 from acp_bridge.cli.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TURN_FAILED,
-    EXIT_USAGE,
 )
 from acp_bridge.cli.failures import report_agent_failure, report_auth_required
 from acp_bridge.cli.named_agents import ResolvedAgent
-from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
 from acp_bridge.cli.run_entry import EarlyAgent
 from acp_bridge.cli.stdin_messages import read_stdin
 from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.events import AgentGaveUp
-from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.fanout import lifecycle_json
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.reconcile import reconcile
 from acp_bridge.conversation.store import ConversationRecord, MessageState, QueueStore
 from acp_bridge.errors import (
     AgentError,
     BridgeError,
-    ConfigMismatchError,
-    QueueStoreError,
     SpawnError,
 )
 from acp_bridge.process.early import AdoptedProcess
-from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnPolicy
-from acp_bridge.session.turn import TurnTimings
 
 __all__ = ["run_resolved"]
 
@@ -69,9 +64,6 @@ STOP_NOW_DEADLINE_S: Final = 1.0
 """After a second signal, everything not shielded is cancelled at this deadline at the latest."""
 
 
-def default_store_path() -> Path:
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "acp-bridge" / "store.db"
 
 
 def run_resolved(
@@ -82,47 +74,11 @@ def run_resolved(
 ) -> int:
     """Run with the agent resolved (see :mod:`.run_entry`); ``early`` is the agent's process if
     it was spawned before the library was imported."""
-    argv = agent.argv
-    store_path = Path(args.store) if args.store else default_store_path()
-    try:
-        _make_private_dir(store_path.parent)
-        store = QueueStore.open(store_path)
-    except (OSError, QueueStoreError) as exc:
-        _say(f"cannot open the store {store_path}: {exc}")
-        return EXIT_USAGE
-    try:
-        record = _conversation(store, args, agent)
-    except (ConfigMismatchError, QueueStoreError, ValueError) as exc:
-        store.close()
-        _say(str(exc))
-        return EXIT_USAGE
-    owner = ConversationOwner(store_path, record.id)
-    try:
-        owner.acquire()  # before anything reads or recovers its messages
-    except ConversationBusyError as exc:
-        store.close()
-        _say(str(exc))
-        return EXIT_USAGE
-    except (OSError, ValueError) as exc:
-        store.close()
-        _say(f"cannot lock conversation {record.id} ({owner.path}): {exc}")
-        return EXIT_USAGE
-    if store.get_conversation(record.id) is None:  # pruned between the lookup and the lock
-        store.close()
-        owner.release()
-        _say(f"conversation {record.id} was removed (pruned) meanwhile; nothing was sent")
-        return EXIT_USAGE
-    if args.verbose:
-        _say(f"conversation {record.id} (cwd {record.cwd})")
-    servers = _mcp_servers_now(agent, record)
-    if servers != list(record.mcp_servers):  # reconciled above; owned now, so ours to change
-        record = store.update_conversation(record.id, mcp_servers=servers, now=_now())
-    spec = AgentSpec(
-        list(argv or record.agent.get("argv", [])),
-        name=agent.name or "",
-        cwd=Path(record.cwd),
-        env=agent.env,
-    )
+    claimed = claim_conversation(args, agent, verbose=bool(args.verbose))
+    if isinstance(claimed, int):
+        return claimed
+    store, record = claimed.store, claimed.record
+    spec = agent_spec(agent, record)
     # This run answers for the messages it finds unsettled (left queued, or left running by a
     # bridge that died: recovered as failed) and for the ones it sends.
     unsettled = {m.seq for m in store.messages(record.id) if not m.is_final}
@@ -132,76 +88,13 @@ def run_resolved(
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
-        store.close()
-        owner.release()
+        claimed.release()
 
 
-def _make_private_dir(directory: Path) -> None:
-    """Create the store's directory mode 0700 (whatever the umask) if it is missing; an
-    existing one keeps its mode. The store holds prompts."""
-    if directory.is_dir():
-        return
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        directory.mkdir(mode=0o700)
-    except FileExistsError:
-        return  # another process made it first: its mode is its creator's
-    directory.chmod(0o700)
 
 
-def _conversation(
-    store: QueueStore, args: argparse.Namespace, agent: ResolvedAgent
-) -> ConversationRecord:
-    argv = agent.argv
-    cwd = str(Path(args.cwd).resolve() if args.cwd else Path.cwd())  # checked by argparse
-    record: ConversationRecord | None
-    if args.conversation:
-        record = store.get_conversation(args.conversation)
-        if record is None:
-            raise ValueError(f"no stored conversation {args.conversation!r} in {store.path}")
-    elif args.resume:
-        record = store.latest_resumable(cwd, argv or None)
-        if record is None:
-            raise ValueError(_nothing_to_resume(store, cwd, argv))
-    else:
-        named = {"name": agent.name} if agent.name else {}
-        return store.create_conversation(
-            agent={"argv": argv, **named},
-            cwd=cwd,
-            mcp_servers=agent.mcp_servers,
-            config={},
-            now=_now(),
-        )
-    reconcile(
-        record,
-        cwd=cwd,  # without --cwd, the current directory: never quietly somewhere else
-        mcp_servers=_mcp_servers_now(agent, record),
-        history=store.events(record.id),
-    )
-    return record
 
 
-def _mcp_servers_now(agent: ResolvedAgent, record: ConversationRecord) -> list[dict[str, Any]]:
-    """The MCP servers this run's sessions get: the ones given now (the named agent's, --mcp).
-    Continuing a conversation with no agent and no --mcp given keeps its stored ones."""
-    if agent.argv or agent.mcp_servers:
-        return list(agent.mcp_servers)
-    return list(record.mcp_servers)
-
-
-def _nothing_to_resume(store: QueueStore, cwd: str, argv: list[str]) -> str:
-    agent = f" and the agent {' '.join(argv)}" if argv else ""
-    text = (
-        f"no stored conversation to resume for {cwd}{agent} in {store.path} (only "
-        "conversations whose agent started a session can be resumed)"
-    )
-    elsewhere = store.latest_resumable(None, argv or None)
-    if elsewhere is not None:
-        text += (
-            f"; the latest for this agent, {elsewhere.id}, was started in {elsewhere.cwd} "
-            f"(continue it there, or with --conversation {elsewhere.id} --cwd {elsewhere.cwd})"
-        )
-    return text
 
 
 @dataclass
@@ -295,26 +188,13 @@ async def _run_agent(
     printer = EventPrinter(
         json_mode=args.json, agent=spec.name, permission_mode=permission.mode.value
     )
-    options = ClientOptions(
-        permission=permission,
-        on_capability_refused=printer.capability_refused,
-        allow_fs_read=args.allow_fs,
-        allow_fs_write=args.allow_fs,
-        allow_terminal=args.allow_terminal,
-        restart=RestartPolicy(max_restarts=args.max_restarts),
-        cancel_grace_s=args.grace,
-        startup_timeout_s=args.startup_timeout,
-        auth_method=args.auth_method,
-        base_env=dict(os.environ),
-        stderr_forward=printer.agent_stderr if args.verbose else None,
+    options = client_options(
+        args,
+        permission,
+        printer.agent_stderr if args.verbose else None,
+        printer.capability_refused,
     )
-    policy = TurnPolicy(
-        timings=TurnTimings(
-            cancel_grace_s=args.grace,
-            idle_timeout_s=args.idle_timeout,
-            turn_timeout_s=args.turn_timeout,
-        )
-    )
+    policy = turn_policy(args)
     code = EXIT_INTERRUPTED
     try:
         async with open_supervised_agent(spec, options, started=started) as agent:
@@ -428,7 +308,3 @@ def _report_gave_up(agent: SupervisedAgent, printer: EventPrinter) -> None:
 
 def _say(text: str) -> None:
     print(f"acp-bridge: {text}", file=sys.stderr, flush=True)
-
-
-def _now() -> float:
-    return time.time()

@@ -205,10 +205,10 @@ def test_a_store_written_by_the_previous_schema_is_upgraded_and_read(tmp_path: P
 
 
 def test_the_default_store_is_the_one_run_uses(tmp_path: Path, monkeypatch: Any) -> None:
-    from acp_bridge.cli import conversations_cmd, run
+    from acp_bridge.cli import conversation_setup, conversations_cmd
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    assert conversations_cmd.default_store_path() == run.default_store_path()
+    assert conversations_cmd.default_store_path() == conversation_setup.default_store_path()
     assert conversations_cmd.default_store_path() == tmp_path / "acp-bridge" / "store.db"
 
 
