@@ -87,10 +87,11 @@ def id_key(value: Any) -> IdKey:
     return f"{type(value).__name__}:{value!r}"
 
 
-def parse_line(line: bytes) -> Frame:
+def parse_line(line: bytes, *, by_prefix: bool = True) -> Frame:
     """Classify one line. Never raises: a line the decoder chokes on (bad UTF-8, deep
-    nesting, a number too long to convert) is INVALID."""
-    if line.startswith(UPDATE_PREFIXES):
+    nesting, a number too long to convert) is INVALID. ``by_prefix=False`` parses even a line
+    that starts like a ``session/update`` (one cut short by a dying writer)."""
+    if by_prefix and line.startswith(UPDATE_PREFIXES):
         return Frame(line, FrameKind.NOTIFICATION, method="session/update")
     try:
         value = json.loads(line)

@@ -30,11 +30,15 @@ class BatchLineReader:
         self._partial: list[bytes] = []
         self._partial_len = 0
         self._at_eof = False
+        self.unterminated = False
+        """The last batch is a line cut short by EOF (no newline): a writer that died mid-line
+        leaves one, so it must be checked in full, never taken by its prefix."""
 
     async def receive_lines(self) -> list[bytes]:
         """The complete lines of the next read (without newlines; at least one).
 
-        A last line without a newline at EOF is returned as a line.
+        A last line without a newline at EOF is returned as a line, and
+        :attr:`unterminated` is set.
 
         Raises:
             anyio.EndOfStream: the stream ended and every line was returned.
@@ -50,6 +54,7 @@ class BatchLineReader:
             except anyio.EndOfStream:
                 self._at_eof = True
                 if self._partial_len:
+                    self.unterminated = True
                     return [self._take(b"")]
                 raise
             except anyio.BrokenResourceError as exc:

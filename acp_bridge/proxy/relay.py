@@ -268,14 +268,16 @@ class ProxyRelay:
             # order is kept.
             gathered: list[bytes] = []
             recording = self._editor.recorder is not None
+            # A line cut short by the agent's death must be parsed (and is then skipped).
+            trusted = not reader.unterminated
             for line in lines:
-                if line.startswith(UPDATE_PREFIXES) and not gen.restoring:
+                if trusted and line.startswith(UPDATE_PREFIXES):
                     if recording:
                         self._editor.record("agent->bridge", Frame(line, FrameKind.NOTIFICATION))
-                    if gen.alive:
+                    if gen.alive and not gen.restoring:  # restoring: a load's replay, swallowed
                         gathered.append(line)
                     continue
-                frame = parse_line(line)
+                frame = parse_line(line, by_prefix=trusted)
                 self._editor.record("agent->bridge", frame)
                 if not gen.alive:
                     continue

@@ -194,3 +194,20 @@ async def test_a_restart_that_dies_during_its_load_is_followed_by_one_that_works
         (last_agent,) = psutil.Process(editor.process.pid).children()
         assert last_agent.pid != first_agent.pid
         assert await editor.close_and_wait() == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_a_line_cut_short_by_the_agents_death_never_reaches_the_editor(
+    tmp_path: Path,
+) -> None:
+    # The agent writes half a session/update line (no newline) and exits: the editor's reader
+    # parses every line it gets, so that half reaching it would fail the test.
+    flags = ["--quiet", "--history", str(tmp_path / "h.json")]
+    flags += ["--crash-once-file", str(tmp_path / "crashed")]
+    async with open_editor(proxy(agent_argv=agent("garbage_agent.py", *flags))) as editor:
+        session_id = await editor.handshake()
+        cut = await editor.call("session/prompt", prompt_params(session_id, "truncated 3"))
+        assert cut["error"]["data"]["agentExit"]["returncode"] == 3
+        answer = await editor.call("session/prompt", prompt_params(session_id, "echo ok"))
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert await editor.close_and_wait() == 0
