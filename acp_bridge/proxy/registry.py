@@ -80,7 +80,7 @@ class SessionRegistry:
             self.initialized(params, result)
         elif method == "authenticate":
             self.authenticate_params = params
-        elif method == "session/new":
+        elif method in ("session/new", "session/fork"):  # fork (unstable): a new id too
             new_id = result.get("sessionId") if isinstance(result, dict) else None
             if isinstance(new_id, str):
                 self.opened(new_id, params)

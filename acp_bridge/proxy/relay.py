@@ -62,7 +62,7 @@ EDITOR_BACKLOG = 256
 _FLUSH_BOUND_S = 2.0
 """How long the editor gets to take our last lines at shutdown."""
 _RECORDED_PARAMS = frozenset(
-    {"initialize", "authenticate", "session/new", "session/load", "session/resume"}
+    {"initialize", "authenticate", "session/new", "session/fork", "session/load", "session/resume"}
 ) | SETTINGS_METHODS
 _FORGETTING = frozenset({"session/close", "session/delete"})
 

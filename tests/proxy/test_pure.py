@@ -120,10 +120,13 @@ def test_the_registry_plans_restores_and_remembers_lost_sessions() -> None:
     registry.answered("session/load", {"cwd": "/b", "sessionId": "s2"}, "s2", None)
     registry.answered("session/new", {"cwd": "/c", "mcpServers": []}, None, {"sessionId": "s3"})
     registry.answered("session/close", {"sessionId": "s3"}, "s3", {})
+    fork = {"sessionId": "s1", "cwd": "/d", "mcpServers": []}
+    registry.answered("session/fork", fork, "s1", {"sessionId": "s4"})
     plan = registry.plan()
     assert [(s.record.session_id, s.methods) for s in plan] == [
         ("s1", ("session/load", "session/resume")),
         ("s2", ("session/load", "session/resume")),
+        ("s4", ("session/load", "session/resume")),
     ]
     assert plan[1].record.restore_params() == {"sessionId": "s2", "cwd": "/b", "mcpServers": []}
     for mode in ("ask", "code"):
