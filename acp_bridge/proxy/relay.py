@@ -201,6 +201,8 @@ class ProxyRelay:
         if frame.kind is FrameKind.RESPONSE:
             await self._editor_answered(frame)
             return
+        gen = await self._agents.ready()
+        # Checked once the agent is ready: the restore just finished may have lost it.
         session_id = frame.session_id
         lost = self._registry.lost_reason(session_id)
         if lost is not None and frame.method not in ("session/load", "session/resume"):
@@ -208,7 +210,6 @@ class ProxyRelay:
                 assert session_id is not None
                 await self._editor.send(answers.lost_session_error(frame.id, session_id, lost))
             return  # a notification about a lost session has nobody to go to
-        gen = await self._agents.ready()
         if frame.kind is not FrameKind.REQUEST:
             if frame.method == "session/cancel" and session_id is not None:
                 actions = self._turns.cancel(session_id, anyio.current_time())
