@@ -37,82 +37,84 @@ async def test_agent_walk(tmp_path: Path) -> None:
     history = tmp_path / "history.db"
     work = tmp_path / "project"
     work.mkdir()
-    async with open_agent_client(agent_argv(history)) as client:
-        init = await client.initialize()
-        caps = init["agentCapabilities"]
-        assert caps["loadSession"] is True
-        assert {"list", "resume"} <= set(caps["sessionCapabilities"])
-        new = await client.call("session/new", {"cwd": str(work), "mcpServers": []})
-        sid = new["sessionId"]
-        model_option = next(o for o in new["configOptions"] if o["id"] == "model")
-        assert model_option["category"] == "model"
-        assert model_option["currentValue"] == "gpt-4o-mini"
-
-        await _streaming(client, sid)
-        await _tools(client, sid, work)
-        await _cancels(client, sid)
-        await _bounds_and_errors(client, sid)
-        await _mode_and_model(client, sid, work)
-        listed = await client.call("session/list", {"cwd": str(work)})
-        assert [s["sessionId"] for s in listed["sessions"]] == [sid]
-        assert listed["sessions"][0]["title"] == "stream please"
-
-        cost_before_crash = _usage_updates(client)[-1]["cost"]["amount"]
-        start = len(client.updates)
-        with pytest.raises(ConnectionClosedError):
-            await client.prompt(sid, "crash now")
-        await client.process.wait()
-        assert client.process.returncode == 70
-        assert "about to crash" in client.text(start)
-        frames = check_against_sdk(client.incoming, client.sent_methods)
-        assert frames > 50
-
-    # A new agent process on the same history (on litellm's own mock_response this time):
-    # load replays, the conversation goes on.
+    # A second agent process on the same history (on litellm's own mock_response): after the
+    # first one crashed, it loads the session, replays it, and the conversation goes on. It is
+    # started now so that its litellm import (seconds) overlaps the walk; it knows nothing of
+    # the session but what the first process stored.
     restarted = agent_argv(history)
     restarted[restarted.index("--mock-script") : restarted.index("--mock-script") + 2] = [
         "--mock-response",
         "Still here.",
     ]
     restarted[restarted.index("--models") + 1] = f"gpt-4o,{UNKNOWN_MODEL}"
-    async with open_agent_client(restarted) as client:
-        await client.initialize()
+    async with open_agent_client(restarted) as later:
+        async with open_agent_client(agent_argv(history)) as client:
+            init = await client.initialize()
+            caps = init["agentCapabilities"]
+            assert caps["loadSession"] is True
+            assert {"list", "resume"} <= set(caps["sessionCapabilities"])
+            new = await client.call("session/new", {"cwd": str(work), "mcpServers": []})
+            sid = new["sessionId"]
+            model_option = next(o for o in new["configOptions"] if o["id"] == "model")
+            assert model_option["category"] == "model"
+            assert model_option["currentValue"] == "gpt-4o-mini"
+
+            await _streaming(client, sid)
+            await _tools(client, sid, work)
+            await _cancels(client, sid)
+            await _bounds_and_errors(client, sid)
+            await _mode_and_model(client, sid, work)
+            listed = await client.call("session/list", {"cwd": str(work)})
+            assert [s["sessionId"] for s in listed["sessions"]] == [sid]
+            assert listed["sessions"][0]["title"] == "stream please"
+
+            cost_before_crash = _usage_updates(client)[-1]["cost"]["amount"]
+            start = len(client.updates)
+            with pytest.raises(ConnectionClosedError):
+                await client.prompt(sid, "crash now")
+            await client.process.wait()
+            assert client.process.returncode == 70
+            assert "about to crash" in client.text(start)
+            frames = check_against_sdk(client.incoming, client.sent_methods)
+            assert frames > 50
+
+        await later.initialize()
         with pytest.raises(RpcError) as unknown:
-            await client.call(
+            await later.call(
                 "session/load", {"sessionId": "nope", "cwd": str(work), "mcpServers": []}
             )
         assert unknown.value.code == -32002
-        await client.call("session/load", {"sessionId": sid, "cwd": str(work), "mcpServers": []})
-        replay = client.kinds()
+        await later.call("session/load", {"sessionId": sid, "cwd": str(work), "mcpServers": []})
+        replay = later.kinds()
         assert replay[0] == "user_message_chunk"
         assert "tool_call" in replay and "usage_update" not in replay
-        replayed_text = client.text()
+        replayed_text = later.text()
         assert "one two three four five" in replayed_text and "Wrote it." in replayed_text
         assert "about to crash" not in replayed_text  # cut by the crash, never stored
-        start = len(client.updates)
-        answer = await client.prompt(sid, "hello again")
+        start = len(later.updates)
+        answer = await later.prompt(sid, "hello again")
         assert answer["stopReason"] == "end_turn"
-        assert client.text(start) == "Still here."
+        assert later.text(start) == "Still here."
         # The session's cost goes on from what was stored: neither reset by the restart nor
         # counted again by the replay (one more request costs far less than all before it).
-        cost_after = _usage_updates(client)[-1]["cost"]["amount"]
+        cost_after = _usage_updates(later)[-1]["cost"]["amount"]
         assert cost_before_crash < cost_after < 2 * cost_before_crash
         # the model saw the whole restored history: far more input than this one line
         assert answer["usage"]["inputTokens"] > 100
 
         # A model litellm cannot route: a clear error naming it (litellm would print its
         # "Provider List" here; stdout must still carry frames only).
-        await client.call(
+        await later.call(
             "session/set_config_option",
             {"sessionId": sid, "configId": "model", "value": UNKNOWN_MODEL},
         )
         with pytest.raises(RpcError) as unroutable:
-            await client.prompt(sid, "hello?")
+            await later.prompt(sid, "hello?")
         assert unroutable.value.code == -32603
         assert unroutable.value.data["kind"] == "bad_request"
         assert UNKNOWN_MODEL in unroutable.value.message
         assert "Provider NOT provided" in unroutable.value.message
-        check_against_sdk(client.incoming, client.sent_methods)
+        check_against_sdk(later.incoming, later.sent_methods)
 
 
 async def _streaming(client: RawClient, sid: str) -> None:
