@@ -50,7 +50,17 @@ def _text(events: list[Any]) -> str:
     )
 
 
-async def test_through_the_bridge(tmp_path: Path) -> None:
+async def test_under_both_clients_at_once(tmp_path: Path) -> None:
+    """Both scenarios run concurrently: each starts its own agent, and the two agents' litellm
+    imports (seconds each) overlap instead of adding up."""
+    (tmp_path / "bridge").mkdir()
+    (tmp_path / "sdk").mkdir()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_through_the_bridge, tmp_path / "bridge")
+        tg.start_soon(_under_the_official_sdk_client, tmp_path / "sdk")
+
+
+async def _through_the_bridge(tmp_path: Path) -> None:
     """A crash, the restart and ``session/load`` through the bridge are in the demo's e2e test
     (tests/e2e/test_demo.py), which drives the conversation layer on this agent."""
     work = tmp_path / "project"
@@ -130,7 +140,7 @@ class _SdkClient:
         raise AssertionError("the client rejected every write; none may happen")
 
 
-async def test_under_the_official_sdk_client(tmp_path: Path) -> None:
+async def _under_the_official_sdk_client(tmp_path: Path) -> None:
     from acp import spawn_agent_process, text_block
     from acp.schema import ClientCapabilities, FileSystemCapabilities
 
