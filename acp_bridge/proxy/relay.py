@@ -1,13 +1,14 @@
 """The proxy's I/O: editor <-> agent relay with restarts, prompt queueing and cancel grace.
 
-Tasks (one task group): the editor reader, the editor writer, the supervisor (one agent
-process at a time: a :class:`~.generation.Generation`, with its reader, writer and exit
-watcher), and a timer per armed cancel grace. Every decision is taken by a pure part
+Tasks (one task group): the editor reader and its dispatcher, the editor writer
+(:mod:`.editor_link`), the supervisor (:mod:`.supervision`: one agent process at a time, a
+:class:`~.generation.Generation` with its writer, exit watcher and reader, :mod:`.agent_side`),
+and a timer per armed cancel grace. Every decision is taken by a pure part
 (:class:`~acp_bridge.client.lifecycle.AgentLifecycle` and the restart policy for the agent,
 :class:`~.turns.PromptTurns` for prompts, :mod:`.routing` for ids, :mod:`.registry` for
 sessions); this module performs it. State changes happen between awaits, so no decision sees a
-half-made change, and the editor's traffic waits (the reader stops reading: backpressure)
-while an agent is restarting.
+half-made change. While an agent restarts, the editor's messages wait in a bounded backlog
+(the reader goes on reading, so an EOF is seen at once).
 
 Lines are forwarded as they came; see :mod:`.frames` for what is parsed. The writers are
 bounded (:class:`~acp_bridge.rpc.framing.LineWriter`): a side that stops reading slows the
@@ -30,10 +31,10 @@ from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClose
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.proxy import answers
+from acp_bridge.proxy.agent_side import AgentSide
 from acp_bridge.proxy.editor_link import EditorLink
-from acp_bridge.proxy.frames import UPDATE_PREFIXES, Frame, FrameKind, parse_line
+from acp_bridge.proxy.frames import Frame, FrameKind, parse_line
 from acp_bridge.proxy.generation import Generation
-from acp_bridge.proxy.lines import BatchLineReader
 from acp_bridge.proxy.recorder import Recorder
 from acp_bridge.proxy.registry import SETTINGS_METHODS, SessionRegistry
 from acp_bridge.proxy.restore import restore_sessions
@@ -104,6 +105,16 @@ class ProxyRelay:
         self._turns = PromptTurns(self._options.grace_s, queueing=self._options.queueing)
         self._editor_requests = EditorRequests()
         self._agent_requests = AgentRequests()
+        self._agent_side = AgentSide(
+            spec.name,
+            self._editor,
+            self._turns,
+            self._registry,
+            self._editor_requests,
+            self._agent_requests,
+            perform=self._perform,
+            max_line_bytes=self._options.max_line_bytes,
+        )
         self._cut: list[PendingEditorRequest] = []
         self._held: Frame | None = None
         self._backlog: MemoryObjectReceiveStream[Frame] | None = None
@@ -251,89 +262,7 @@ class ProxyRelay:
     # -- the agent side ----------------------------------------------------------------------
 
     async def read_agent(self, gen: Generation) -> None:
-        reader = BatchLineReader(gen.process.stdout, max_line_bytes=self._options.max_line_bytes)
-        while True:
-            try:
-                lines = await reader.receive_lines()
-            except anyio.EndOfStream:
-                gen.end("it closed its stdout")
-                return
-            except FramingError as exc:
-                gen.end(f"it wrote a line over the size limit ({exc})")
-                return
-            except (ConnectionClosedError, ResourceClosedError):
-                gen.end("its stdout broke")
-                return
-            # The hot path: plain notifications (a turn's updates) of one read are forwarded
-            # together, in one write; anything else first flushes what is gathered, so the
-            # order is kept.
-            gathered: list[bytes] = []
-            recording = self._editor.recorder is not None
-            # A line cut short by the agent's death must be parsed (and is then skipped).
-            trusted = not reader.unterminated
-            for line in lines:
-                if trusted and line.startswith(UPDATE_PREFIXES):
-                    if recording:
-                        self._editor.record("agent->bridge", Frame(line, FrameKind.NOTIFICATION))
-                    if gen.alive and not gen.restoring:  # restoring: a load's replay, swallowed
-                        gathered.append(line)
-                    continue
-                frame = parse_line(line, by_prefix=trusted)
-                self._editor.record("agent->bridge", frame)
-                if not gen.alive:
-                    continue
-                if frame.kind is FrameKind.NOTIFICATION and not gen.restoring:
-                    gathered.append(line)
-                    continue
-                if gathered:
-                    await self._editor.forward_batch(gen, gathered)
-                    gathered = []
-                await self._from_agent(gen, frame)
-            if gathered:
-                await self._editor.forward_batch(gen, gathered)
-
-    async def _from_agent(self, gen: Generation, frame: Frame) -> None:
-        kind = frame.kind
-        if kind is FrameKind.NOTIFICATION:
-            if gen.restoring and frame.method == "session/update":
-                return  # a session/load replay: the editor has this history already
-            await self._editor.forward(gen, frame.line)
-        elif kind is FrameKind.RESPONSE:
-            if not gen.take_own_reply(frame):
-                await self._agent_answered(gen, frame)
-        elif kind is FrameKind.REQUEST:
-            assert frame.method is not None
-            if self._agent_requests.is_full:
-                message = "too many requests waiting for the editor"
-                await gen.send(answers.error_answer(frame.id, answers.INTERNAL_ERROR, message))
-                return
-            pending = self._agent_requests.add(gen.number, frame.id, frame.method)
-            line = frame.line
-            if pending.rewritten:
-                assert frame.message is not None
-                line = _dumps({**frame.message, "id": pending.editor_id})
-            await self._editor.forward(gen, line)
-        elif kind is FrameKind.BATCH:
-            await self._editor.forward(gen, frame.line)
-        else:
-            log.warning("%s wrote a line that is not a JSON-RPC message; skipped", self._name)
-
-    async def _agent_answered(self, gen: Generation, frame: Frame) -> None:
-        request = self._editor_requests.take(frame.key)
-        if request is None:
-            log.info("%s answered an id nobody is waiting for; dropped", self._name)
-            return
-        actions: list[TurnsAction] = []
-        if request.method == "session/prompt" and request.session_id is not None:
-            stop = None if frame.is_error else (frame.stop_reason or "")
-            actions = self._turns.answered(
-                request.session_id, frame.key, stop, anyio.current_time()
-            )
-        elif not frame.is_error:
-            registry = self._registry
-            registry.answered(request.method, request.params, request.session_id, frame.result)
-        await self._editor.forward(gen, frame.line)
-        await self._perform(actions)
+        await self._agent_side.read(gen)
 
     # -- prompts and grace -------------------------------------------------------------------
 
