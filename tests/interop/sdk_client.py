@@ -1,4 +1,4 @@
-"""An interop client on the official ACP Python SDK (``agent-client-protocol``), for scripts/interop.py.
+"""An interop client on the official ACP Python SDK (agent-client-protocol), for scripts/interop.py.
 
 Usage: ``python sdk_client.py SCENARIO_JSON -- AGENT_CMD [ARGS...]``
 
@@ -13,6 +13,7 @@ per step). It prints one JSON line: ``{"checks": {NAME: {"ok": bool, "detail": s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from typing import Any
@@ -83,31 +84,40 @@ STEP = ["initialize"]
 """The check running now: an exception is that check's failure."""
 
 
-async def cancelled_turn(conn: Any, rec: Recorder, session_id: str, scenario: dict[str, Any]) -> None:
+async def cancelled_turn(
+    conn: Any, rec: Recorder, session_id: str, scenario: dict[str, Any]
+) -> None:
     rec.reset()
     turn = asyncio.ensure_future(
         conn.prompt(session_id=session_id, prompt=[text_block(scenario["slow"])])
     )
-    try:
+    # An agent that says nothing before it answers (fast-agent's slow model) is cancelled anyway.
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(rec.first_chunk.wait(), timeout=1.0)
-    except TimeoutError:
-        pass  # an agent that says nothing before it answers (fast-agent's slow model) is cancelled anyway
     await conn.cancel(session_id=session_id)
     answer = await asyncio.wait_for(turn, timeout=scenario["timeout"])
     ok = answer.stop_reason == "cancelled"
-    CHECKS["cancel"] = verdict(ok, f"stopReason {answer.stop_reason} after {len(rec.chunks)} chunks")
+    CHECKS["cancel"] = verdict(
+        ok, f"stopReason {answer.stop_reason} after {len(rec.chunks)} chunks"
+    )
 
 
-async def first_process(argv: list[str], scenario: dict[str, Any], info: dict[str, Any]) -> str | None:
+async def first_process(
+    argv: list[str], scenario: dict[str, Any], info: dict[str, Any]
+) -> str | None:
     rec = Recorder()
     timeout = scenario["timeout"]
     async with spawn_agent_process(rec, argv[0], *argv[1:], cwd=scenario["cwd"]) as (conn, _proc):  # type: ignore[arg-type]
         await asyncio.wait_for(initialize(conn, CHECKS, info), timeout)
         STEP[0] = "session/new"
-        session = await asyncio.wait_for(conn.new_session(cwd=scenario["cwd"], mcp_servers=[]), timeout)
+        session = await asyncio.wait_for(
+            conn.new_session(cwd=scenario["cwd"], mcp_servers=[]), timeout
+        )
         CHECKS["session/new"] = verdict(True, session.session_id)
         STEP[0] = "stream"
-        await asyncio.wait_for(streamed_turn(conn, rec, session.session_id, scenario, "stream"), timeout)
+        await asyncio.wait_for(
+            streamed_turn(conn, rec, session.session_id, scenario, "stream"), timeout
+        )
         if scenario.get("slow"):
             STEP[0] = "cancel"
             await cancelled_turn(conn, rec, session.session_id, scenario)
@@ -140,7 +150,7 @@ async def main(argv: list[str]) -> int:
         STEP[0] = "load"
         if session_id and scenario.get("load") and info.get("loadSession"):
             await second_process(agent_argv, scenario, session_id)
-    except BaseException as error:  # noqa: BLE001 - every failure is a verdict, reported as such
+    except BaseException as error:
         CHECKS[STEP[0]] = verdict(False, f"{type(error).__name__}: {error}")
     print(json.dumps({"checks": CHECKS, "info": info}))
     return 0
