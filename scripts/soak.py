@@ -1,0 +1,289 @@
+"""A bounded soak of acp-bridge: everything at once, against real processes, then invariants.
+
+Run ``python scripts/soak.py`` (default 10 minutes; ``--minutes 2`` is the CI run, fractions
+allowed; ``--seed N`` picks the same random choices; ``--json FILE`` writes the raw counts).
+
+For the duration, concurrently:
+
+* conversation workers (``scripts/soak_runs.py``): real ``python -m acp_bridge run --json``
+  processes on one shared ``--store``, against fixture agents (echo, garbage, stderr flood,
+  noisy, stubborn that ignores cancel and SIGTERM), messages from ``-m`` and from stdin,
+  programs that flood (``flood``, ``burst``), crash (SIGKILL, SIGTERM, exit codes), write
+  garbage and stderr, hang; faults from outside (SIGINT, SIGTERM, a second SIGINT, SIGKILL of
+  the bridge then ``--conversation`` again, ``--retry-failed``, SIGKILL/SIGTERM of the agent,
+  a second owner);
+* an editor (``scripts/soak_editor.py``) driving one long-lived ``acp-bridge proxy`` while its
+  agent is killed, with cancels, stubborn turns, queued prompts, floods and permission requests;
+* a library loop (``scripts/soak_library.py``, its own process): ``open_supervised_agent`` and
+  ``open_conversation`` again and again on asyncio and trio, with crashes, interrupts, stops,
+  retries and request floods.
+
+Every agent is ``fixtures/soak/soak_agent.py``, which logs each prompt it receives. At the end,
+each conversation is drained and five invariants are checked and printed with their counts:
+every message in exactly one final state; no message prompted twice unasked; no orphan
+processes; no leaked file descriptors; RSS flat (tolerances in ``soak_checks.py``). Exit 0 when
+all hold, 1 on any violation (with the evidence), 130 when interrupted (Ctrl-C: everything is
+stopped, the partial counts printed). Progress goes to stderr every 10 s. Temporary files live
+in one directory, removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import psutil  # noqa: E402
+
+import soak_checks as checks  # noqa: E402
+from soak_editor import editor_loop  # noqa: E402
+from soak_probes import startup_probe  # noqa: E402
+from soak_runs import drain, worker  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TAG_VAR = "ACP_BRIDGE_SOAK_TAG"
+PROFILES = ("echo", "garbage", "stubborn", "stderr", "noisy")
+
+
+class Soak:
+    """Shared state of one soak: where things live, the deadline, the ledger, live processes."""
+
+    def __init__(self, minutes: float, seed: int, workers: int, known_bugs: list[str]) -> None:
+        self.seed = seed
+        self.known_bugs = known_bugs
+        self.probe: checks.Verdict | None = None
+        self.workers = workers
+        self.workdir = Path(tempfile.mkdtemp(prefix="acp-bridge-soak-"))
+        self.store = self.workdir / "store.db"
+        self.prompt_log = self.workdir / "prompts.log"
+        self.soak_agent = ROOT / "fixtures" / "soak" / "soak_agent.py"
+        self.tag_value = uuid.uuid4().hex
+        self.env = {**os.environ, TAG_VAR: self.tag_value, "PYTHONPATH": str(ROOT)}
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
+        self.started = time.monotonic()
+        self.deadline = self.started + minutes * 60
+        self.ledger = checks.Ledger()
+        self.live: set[asyncio.subprocess.Process] = set()
+        self.interrupted = False
+        self._tags = 0
+
+    def over(self) -> bool:
+        return self.interrupted or time.monotonic() >= self.deadline
+
+    def tag(self, letter: str) -> str:
+        self._tags += 1
+        return f"{letter}{self._tags}Z"
+
+    def run_argv(self, args: list[str]) -> list[str]:
+        return [sys.executable, "-m", "acp_bridge", "run", "--json", "--store", str(self.store),
+                "--grace", "1", "--startup-timeout", "30", *args]  # fmt: skip
+
+    def progress(self, text: str) -> None:
+        print(f"soak {time.monotonic() - self.started:6.0f}s  {text}", file=sys.stderr, flush=True)
+
+
+async def library_child(soak: Soak, seconds: float) -> None:
+    out = soak.workdir / "library.json"
+    workdir = soak.workdir / "library"
+    workdir.mkdir()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "scripts" / "soak_library.py"), "--seconds", f"{seconds:.1f}",
+        "--seed", str(soak.seed), "--workdir", str(workdir), "--out", str(out),
+        env=soak.env, cwd=soak.workdir, start_new_session=True,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    soak.live.add(proc)
+    try:
+        _, err = await proc.communicate()
+    finally:
+        soak.live.discard(proc)
+    if out.exists():
+        soak.ledger.library = json.loads(out.read_text())
+    if proc.returncode != 0 and not soak.interrupted:
+        soak.ledger.violate(f"library loop exited {proc.returncode}: {err[-1500:]!r}")
+    for error in soak.ledger.library.get("errors", []):
+        soak.ledger.violate(f"library loop: {error}")
+    for tally in soak.ledger.library.get("floods", []):
+        if tally.get("answered") != tally.get("sent") or tally.get("duplicates"):
+            soak.ledger.violate(f"library request flood: {tally}")
+
+
+async def probe(soak: Soak) -> None:
+    soak.probe = await startup_probe(soak, "startup-signal" in soak.known_bugs)
+
+
+async def progress_loop(soak: Soak) -> None:
+    while True:
+        await asyncio.sleep(10)
+        c = soak.ledger.counts
+        soak.progress(
+            f"runs {c['bridge runs']}  messages {c['messages sent']}  turns "
+            f"{sum(soak.ledger.turn_started.values())}  updates {c['update events']}  agent "
+            f"exits {c['event agent_exited']}  proxy prompts "
+            f"{sum(v for k, v in c.items() if k.startswith('proxy ') and 'stopReason' in k)}"
+            f"  proxy RSS {soak.ledger.proxy_rss_mib[-1] if soak.ledger.proxy_rss_mib else '-'} MiB"
+            f"  violations {len(soak.ledger.violations)}"
+        )
+
+
+async def stop_everything(soak: Soak) -> None:
+    """SIGTERM to every live process the soak started, then SIGKILL after 15 s."""
+    for proc in list(soak.live):
+        if proc.returncode is None:
+            try:
+                proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    waits = [p.wait() for p in list(soak.live) if p.returncode is None]
+    if waits:
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), 15)
+        except TimeoutError:
+            for proc in list(soak.live):
+                if proc.returncode is None:
+                    proc.kill()
+
+
+async def soak_main(soak: Soak, minutes: float) -> None:
+    loop = asyncio.get_running_loop()
+    stopped = asyncio.Event()
+
+    def on_signal() -> None:
+        if soak.interrupted:  # a second Ctrl-C: no more waiting
+            for proc in checks.tagged_processes(str(soak.workdir), TAG_VAR, soak.tag_value):
+                proc.kill()
+        soak.interrupted = True
+        stopped.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal)
+    soak.progress(f"{minutes} min, seed {soak.seed}, {soak.workers} run workers + proxy editor "
+                  f"+ library loop, in {soak.workdir}")  # fmt: skip
+    ticker = asyncio.create_task(progress_loop(soak))
+    parts = [asyncio.create_task(worker(soak, i, PROFILES[i % len(PROFILES)]))
+             for i in range(soak.workers)]  # fmt: skip
+    parts.append(asyncio.create_task(editor_loop(soak)))
+    parts.append(asyncio.create_task(probe(soak)))
+    parts.append(asyncio.create_task(library_child(soak, minutes * 60)))
+    everything = asyncio.gather(*parts, return_exceptions=True)
+    interrupt = asyncio.create_task(stopped.wait())
+    await asyncio.wait([everything, interrupt], return_when=asyncio.FIRST_COMPLETED)
+    if soak.interrupted:
+        soak.progress("interrupted: stopping everything")
+        await stop_everything(soak)
+    for result in await everything:
+        if isinstance(result, BaseException) and not soak.interrupted:
+            soak.ledger.violate(f"a soak part raised {result!r}")
+    if not soak.interrupted:
+        soak.progress("draining every conversation left unsettled")
+        for conversation in checks.not_final(soak.store):
+            await drain(soak, conversation, __import__("random").Random(soak.seed))
+    ticker.cancel()
+    interrupt.cancel()
+
+
+def report(soak: Soak, fds_before: int, fds_after: int) -> list[checks.Verdict]:
+    survivors = checks.tagged_processes(str(soak.workdir), TAG_VAR, soak.tag_value)
+    if survivors:  # give exiting processes a moment before calling them orphans
+        _, survivors = psutil.wait_procs(survivors, timeout=5)
+    verdicts = [
+        checks.check_final_states(soak.store, soak.ledger.library),
+        checks.check_prompted_once(soak.store, soak.prompt_log, soak.ledger),
+        checks.check_orphans(list(survivors), soak.ledger),
+        checks.check_fds(fds_before, fds_after, soak.ledger),
+        checks.check_rss(soak.ledger),
+    ]
+    for proc in survivors:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    if soak.probe is not None:
+        verdicts.append(soak.probe)
+    if soak.interrupted:
+        verdicts[0].summary += " (interrupted: not drained, partial)"
+        verdicts[0].ok = True
+    other = [v for v in soak.ledger.violations if not v.startswith("orphan:")]
+    verdicts.append(checks.Verdict("no other failures (exit codes, hangs, tracebacks, proxy "
+                                   "answers)", not other, f"{len(other)} seen", other[:20]))  # fmt: skip
+    return verdicts
+
+
+def print_report(soak: Soak, verdicts: list[checks.Verdict], seconds: float) -> None:
+    ledger = soak.ledger
+    print(f"acp-bridge soak: {seconds / 60:.2f} min, seed {soak.seed}"
+          + (" (INTERRUPTED, partial)" if soak.interrupted else ""))  # fmt: skip
+    print("counts:")
+    for key, value in sorted(ledger.counts.items()):
+        print(f"  {key}: {value}")
+    print("  run exit codes: " + ", ".join(f"{k}: {v}" for k, v in sorted(ledger.exit_codes.items())))
+    lib = ledger.library
+    print(f"  library loop: {lib.get('rounds', 0)} rounds, {len(lib.get('floods', []))} request "
+          f"floods of 20000, {len(lib.get('errors', []))} errors")  # fmt: skip
+    print("invariants:")
+    for verdict in verdicts:
+        print(f"  [{'ok' if verdict.ok else 'VIOLATED'}] {verdict.name}: {verdict.summary}")
+        for line in verdict.evidence:
+            print(f"      - {line}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    parser.add_argument("--workers", type=int, default=3, help="concurrent run conversations")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the raw counts here")
+    parser.add_argument(
+        "--known-bug", action="append", default=[], choices=["startup-signal"],
+        help="print this known defect's violation without failing on it",
+    )  # fmt: skip
+    args = parser.parse_args()
+    if args.minutes <= 0 or args.workers < 1:
+        parser.error("--minutes must be > 0 and --workers >= 1")
+    fds_before = psutil.Process().num_fds()
+    soak = Soak(args.minutes, args.seed, args.workers, args.known_bug)
+    try:
+        asyncio.run(soak_main(soak, args.minutes))
+        fds_after = psutil.Process().num_fds()
+        verdicts = report(soak, fds_before, fds_after)
+        seconds = time.monotonic() - soak.started
+        print_report(soak, verdicts, seconds)
+        if args.json:
+            args.json.write_text(json.dumps(raw(soak, verdicts, seconds), indent=1))
+    finally:
+        for proc in checks.tagged_processes(str(soak.workdir), TAG_VAR, soak.tag_value):
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        shutil.rmtree(soak.workdir, ignore_errors=True)
+    if soak.interrupted:
+        return 130
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
+def raw(soak: Soak, verdicts: list[checks.Verdict], seconds: float) -> dict[str, Any]:
+    ledger = soak.ledger
+    return {
+        "seconds": round(seconds, 1), "seed": soak.seed, "interrupted": soak.interrupted,
+        "counts": dict(ledger.counts), "exit_codes": dict(ledger.exit_codes),
+        "bridge_peak_rss_mib": ledger.bridge_peak_rss_mib, "proxy_rss_mib": ledger.proxy_rss_mib,
+        "proxy_fds": ledger.proxy_fds, "library": ledger.library,
+        "invariants": [{"name": v.name, "ok": v.ok, "summary": v.summary, "evidence": v.evidence}
+                       for v in verdicts],
+    }  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
