@@ -192,6 +192,12 @@ class ProxyRelay:
                 self._editor.record("editor->bridge", frame)
                 if frame.kind is FrameKind.RESPONSE:
                     await self._editor_answered(frame)
+                elif (
+                    self._held is None
+                    and not backlog.statistics().current_buffer_used
+                    and self._agents.is_ready
+                ):
+                    await self._dispatch(frame)  # nothing waits: no hop through the backlog
                 else:
                     await backlog.send(frame)  # at the bound: stop reading the editor
         self.stop()
@@ -199,14 +205,17 @@ class ProxyRelay:
     async def _dispatch_editor(self) -> None:
         assert self._backlog is not None
         async for frame in self._backlog:
-            self._held = frame  # answered by a give-up that comes while it waits
-            try:
-                await self._from_editor(frame)
-            except AgentGone:
-                if frame.kind is FrameKind.REQUEST and not self._stopping:
-                    await self._answer_gone(frame.id)
-            finally:
-                self._held = None
+            await self._dispatch(frame)
+
+    async def _dispatch(self, frame: Frame) -> None:
+        self._held = frame  # answered by a give-up that comes while it waits
+        try:
+            await self._from_editor(frame)
+        except AgentGone:
+            if frame.kind is FrameKind.REQUEST and not self._stopping:
+                await self._answer_gone(frame.id)
+        finally:
+            self._held = None
 
     async def _from_editor(self, frame: Frame) -> None:
         if frame.kind is FrameKind.RESPONSE:

@@ -92,6 +92,11 @@ class AgentSupervisor:
         self.last_exit: ExitRecord | None = None
         """How the previous generation ended (for the answers to what its exit cut)."""
 
+    @property
+    def is_ready(self) -> bool:
+        gen = self.generation
+        return self.lifecycle.state is AgentPhase.READY and gen is not None and gen.alive
+
     async def ready(self) -> Generation:
         """The current generation once it is ready (restored); waits while it restarts.
 
