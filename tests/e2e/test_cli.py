@@ -1,4 +1,4 @@
-"""The command line from outside: help, usage errors, and the interim demo."""
+"""The command line from outside: help and usage errors (the demo: tests/e2e/test_demo.py)."""
 
 from __future__ import annotations
 
@@ -43,20 +43,3 @@ def test_an_unknown_option_is_a_usage_error() -> None:
     result = _cli("demo", "--bogus")
     assert result.returncode == 2
     assert "unrecognized arguments" in result.stderr
-
-
-def test_the_demo_streams_a_turn_cancels_one_and_leaves_no_process() -> None:
-    result = _cli("demo")
-    assert result.returncode == 0, result.stderr
-    assert "Hello from acp-bridge" in result.stdout
-    assert "turn ended: end_turn" in result.stderr
-    assert "turn ended: cancelled" in result.stderr
-    assert "is empty: True" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
-def test_the_demo_explains_a_missing_agent_without_a_traceback(tmp_path: Path) -> None:
-    result = _cli("demo", "--agent-script", str(tmp_path / "nope.py"), cwd=tmp_path)
-    assert result.returncode == 3
-    assert "cannot find the fixture echo agent" in result.stderr
-    assert "Traceback" not in result.stderr

@@ -16,11 +16,23 @@ ALLOWED = {
     "errors": set(),
     "wire": {"errors"},
     "rpc": {"errors", "wire"},
-    "process": {"errors", "wire"},
+    "process": {"errors", "wire", "rpc"},  # design.md: process sits above rpc
     "client": {"errors", "wire", "rpc", "process"},
     "session": {"errors", "wire", "rpc", "process", "client"},
     "conversation": {"errors", "wire", "rpc", "process", "client", "session"},
-    "cli": {"errors", "wire", "rpc", "process", "client", "session", "conversation", "proxy"},
+    "cli": {
+        "errors",
+        "wire",
+        "rpc",
+        "process",
+        "client",
+        "session",
+        "conversation",
+        "proxy",
+        "agents",
+    },
+    # The built-in reference agent: a separate program on the protocol's lower layers only.
+    "agents": {"errors", "wire", "rpc"},
 }
 PURE_MODULES = [
     "wire",
@@ -34,6 +46,8 @@ PURE_MODULES = [
     "conversation/queue.py",
     "conversation/queue_model.py",
     "conversation/reconcile.py",
+    "agents/mock_script.py",
+    "agents/tools.py",
 ]
 IMPURE_IMPORTS = {"anyio", "trio", "asyncio", "os", "signal", "time", "subprocess", "socket"}
 
