@@ -141,6 +141,5 @@ class AgentSide:
         await self._perform(actions)
 
 
-
 def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

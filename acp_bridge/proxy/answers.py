@@ -85,10 +85,7 @@ def exit_error(
 
 
 def lost_session_error(request_id: Any, session_id: str, why: str) -> bytes:
-    message = (
-        f"session {session_id} was lost when the agent restarted: {why}. "
-        "Start a new session."
-    )
+    message = f"session {session_id} was lost when the agent restarted: {why}. Start a new session."
     data = {"recoverable": False, "sessionId": session_id, "reason": why}
     return error_answer(request_id, LOST_SESSION_CODE, message, data)
 

@@ -62,9 +62,19 @@ EDITOR_BACKLOG = 256
 """Editor messages read while the agent restarts; at the bound the proxy stops reading."""
 _FLUSH_BOUND_S = 2.0
 """How long the editor gets to take our last lines at shutdown."""
-_RECORDED_PARAMS = frozenset(
-    {"initialize", "authenticate", "session/new", "session/fork", "session/load", "session/resume"}
-) | SETTINGS_METHODS
+_RECORDED_PARAMS = (
+    frozenset(
+        {
+            "initialize",
+            "authenticate",
+            "session/new",
+            "session/fork",
+            "session/load",
+            "session/resume",
+        }
+    )
+    | SETTINGS_METHODS
+)
 _FORGETTING = frozenset({"session/close", "session/delete"})
 
 
@@ -286,9 +296,7 @@ class ProxyRelay:
                 if gen is None or not gen.alive:
                     self._cut.append(_pending_prompt(prompt.id, prompt.session_id, 0))
                     continue
-                self._editor_requests.add(
-                    _pending_prompt(prompt.id, prompt.session_id, gen.number)
-                )
+                self._editor_requests.add(_pending_prompt(prompt.id, prompt.session_id, gen.number))
                 writes.append((gen, prompt.line))
             elif isinstance(action, AnswerCancelled):
                 self._editor_requests.take(action.prompt.key)

@@ -90,9 +90,7 @@ class PendingAgentRequest:
 class AgentRequests:
     """Agent requests waiting for the editor's answer, by the id the editor sees."""
 
-    def __init__(
-        self, max_in_flight: int = MAX_IN_FLIGHT, max_orphans: int = MAX_ORPHANS
-    ) -> None:
+    def __init__(self, max_in_flight: int = MAX_IN_FLIGHT, max_orphans: int = MAX_ORPHANS) -> None:
         self._pending: dict[IdKey, PendingAgentRequest] = {}
         self._orphans: OrderedDict[IdKey, None] = OrderedDict()
         self._max = max_in_flight

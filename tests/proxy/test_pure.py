@@ -104,7 +104,7 @@ def test_agent_request_ids_are_rewritten_only_when_still_in_use() -> None:
     assert table.orphan_generation(1) == [first]
     second = table.add(2, 0, "fs/read_text_file")  # generation 2 reuses id 0
     assert second.rewritten and second.editor_id != 0
-    assert table.take('int:0') is None  # the dead agent's late answer: dropped
+    assert table.take("int:0") is None  # the dead agent's late answer: dropped
     assert table.take(f"str:{second.editor_id!r}") == second
     editors = EditorRequests()
     editors.add(PendingEditorRequest(1, "session/new", None, 1, {}))
