@@ -4,8 +4,8 @@
 * **Throughput**: one turn of 10,000 ``agent_message_chunk`` updates (the fixture echo agent's
   ``flood 10000``), from sending the prompt to reading its answer, with a client that splits
   lines and parses every message (as an editor does). Budget: the proxy >= 0.9x the direct pipe.
-* **Latency**: sequential round trips of a small request (``session/list``); the median added
-  by the proxy. Budget: < 0.5 ms.
+* **Latency**: sequential round trips of a small request (``session/list``), direct and proxied
+  in alternating batches of 100; the median added by the proxy. Budget: < 0.5 ms.
 * **RSS** of the proxy process after the runs (the agent not included).
 
 The direct and the proxied connection stay open and take turns (after one warm-up turn
@@ -107,18 +107,18 @@ def flood_turns(clients: dict[str, Client], chunks: int, turns: int) -> dict[str
     return times
 
 
-def round_trips(argv: list[str], count: int) -> list[float]:
-    client = Client(argv)
-    try:
+def round_trips(clients: dict[str, Client], count: int, batch: int = 100) -> dict[str, list[float]]:
+    """Each client's round-trip times, in alternating batches of ``batch`` (as the turns)."""
+    for client in clients.values():
         client.handshake()
-        times = []
-        for _ in range(count):
-            started = time.perf_counter()
-            client.call("session/list", {})
-            times.append(time.perf_counter() - started)
-        return times
-    finally:
-        client.close()
+    times: dict[str, list[float]] = {name: [] for name in clients}
+    for _ in range(max(1, count // batch)):
+        for name, client in clients.items():
+            for _ in range(batch):
+                started = time.perf_counter()
+                client.call("session/list", {})
+                times[name].append(time.perf_counter() - started)
+    return times
 
 
 def main() -> None:
@@ -136,8 +136,13 @@ def main() -> None:
         for client in clients.values():
             client.close()
     direct_s, proxy_s = times["direct"], times["proxy"]
-    direct_rt = round_trips(AGENT, args.round_trips)
-    proxy_rt = round_trips(PROXY + AGENT, args.round_trips)
+    clients = {"direct": Client(AGENT), "proxy": Client(PROXY + AGENT)}
+    try:
+        trips = round_trips(clients, args.round_trips)
+    finally:
+        for client in clients.values():
+            client.close()
+    direct_rt, proxy_rt = trips["direct"], trips["proxy"]
     direct_rate = args.chunks / statistics.median(direct_s)
     proxy_rate = args.chunks / statistics.median(proxy_s)
     figures = {
@@ -159,7 +164,7 @@ def main() -> None:
     ratio_ok = "yes" if figures["throughput_ratio"] >= 0.9 else "NO"
     latency_ok = "yes" if figures["added_latency_median_ms"] < 0.5 else "NO"
     print(f"Machine: {benchlib.machine()}")
-    print(f"Code: {benchlib.code_version()}\n")
+    print(f"Code: {benchlib.code_version()}; load average {os.getloadavg()[0]:.1f}\n")
     print("| measure | direct pipe | through acp-bridge proxy | budget | met |")
     print("|---|---|---|---|---|")
     print(
