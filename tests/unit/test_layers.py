@@ -20,6 +20,7 @@ ALLOWED = {
     "client": {"errors", "wire", "rpc", "process"},
     "session": {"errors", "wire", "rpc", "process", "client"},
     "conversation": {"errors", "wire", "rpc", "process", "client", "session"},
+    "proxy": {"errors", "wire", "rpc", "process", "client"},
     "cli": {
         "errors",
         "wire",
@@ -47,6 +48,13 @@ PURE_MODULES = [
     "conversation/queue_model.py",
     "conversation/reconcile.py",
     "agents/mock_script.py",
+    "proxy/frames.py",
+    "proxy/routing.py",
+    "proxy/turns.py",
+    "proxy/registry.py",
+    "proxy/answers.py",
+    "proxy/redact.py",
+    "proxy/script.py",
     "agents/tools.py",
 ]
 IMPURE_IMPORTS = {"anyio", "trio", "asyncio", "os", "signal", "time", "subprocess", "socket"}
