@@ -5,7 +5,6 @@ Node; skipped with the reason where Node or npm is missing)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 
+from tests.node_sdk import ensure_node_sdk
 from tests.proxy.harness import ENV, ROOT, agent, proxy
 
 NODE_DIR = ROOT / "tests" / "interop" / "node"
@@ -32,21 +32,7 @@ TS_AGENT = ["node", str(NODE_DIR / "agent.mjs")]
 @pytest.fixture(scope="session")
 def node_sdk() -> Path:
     """tests/interop/node with its locked packages installed (npm ci, once per session)."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are needed for the TypeScript SDK interop tests")
-    installed = NODE_DIR / "node_modules" / ".package-lock.json"
-    lock = NODE_DIR / "package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
-        result = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--prefer-offline"],
-            cwd=NODE_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if result.returncode != 0:
-            pytest.skip(f"npm ci failed in {NODE_DIR} (offline?): {result.stderr.strip()[-300:]}")
-    return NODE_DIR
+    return ensure_node_sdk()
 
 
 def _ts_client(prompts: list[str], agent_argv: list[str]) -> dict[str, Any]:
