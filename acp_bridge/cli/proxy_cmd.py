@@ -22,7 +22,7 @@ from acp_bridge.cli.named_agents import resolve_agent
 from acp_bridge.errors import SpawnError
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.proxy.recorder import Recorder
+from acp_bridge.proxy.recorder import FLUSH_EVERY_S, Recorder
 from acp_bridge.proxy.relay import ProxyOptions, ProxyRelay
 from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
 
@@ -81,7 +81,7 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         # The event loop: asyncio; ACP_BRIDGE_PROXY_BACKEND=trio runs the same relay on trio
         # (the tests drive the proxy on both).
         backend = os.environ.get("ACP_BRIDGE_PROXY_BACKEND", "asyncio")
-        code = anyio.run(_serve, relay, backend=backend)
+        code = anyio.run(_serve, relay, recorder, backend=backend)
     except SpawnError as exc:  # pragma: no cover - reported by the relay already
         print(f"acp-bridge proxy: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAILED
@@ -95,8 +95,13 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     return code
 
 
-async def _serve(relay: ProxyRelay) -> int:
+async def _serve(relay: ProxyRelay, recorder: Recorder | None) -> int:
     async with anyio.create_task_group() as tg:
+
+        async def flush_recording(recording: Recorder) -> None:
+            while True:
+                await anyio.sleep(FLUSH_EVERY_S)
+                recording.flush()
 
         async def watch_signals() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
@@ -112,6 +117,8 @@ async def _serve(relay: ProxyRelay) -> int:
                         relay.kill_now()
 
         tg.start_soon(watch_signals)
+        if recorder is not None:
+            tg.start_soon(flush_recording, recorder)
         code = await relay.run()
         tg.cancel_scope.cancel()
     return code

@@ -9,8 +9,9 @@ with secrets masked (:mod:`.redact`). A line that is not valid JSON is kept as a
 ``"dir": "bridge"`` and an ``"event"`` object.
 
 The file is opened for appending, created 0600 (it holds prompts). Writes go through one
-buffered file object (a 1 MiB buffer: at the bound, a write reaches the disk) and are flushed
-when the proxy stops.
+buffered file object (a 1 MiB buffer: at the bound, a write reaches the disk). The proxy
+calls :meth:`flush` every :data:`FLUSH_EVERY_S` and when it stops, so a proxy killed outright
+(``kill -9``) loses at most that last fraction of a second, never the recording.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from typing import Any, BinaryIO
 
 from acp_bridge.proxy.redact import redact, redact_text
 
-__all__ = ["DIRECTIONS", "Recorder"]
+__all__ = ["DIRECTIONS", "FLUSH_EVERY_S", "Recorder"]
+
+FLUSH_EVERY_S = 0.2
 
 DIRECTIONS = ("editor->bridge", "bridge->agent", "agent->bridge", "bridge->editor")
 _BUFFER_BYTES = 1024 * 1024
@@ -59,6 +62,11 @@ class Recorder:
     def _write(self, entry: dict[str, Any]) -> None:
         text = json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
         self._file.write(text.encode("utf-8") + b"\n")
+
+    def flush(self) -> None:
+        """Hand what is buffered to the OS (a no-op when nothing is)."""
+        with contextlib.suppress(OSError):
+            self._file.flush()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -105,3 +105,32 @@ async def test_a_stored_recording_replays() -> None:
 async def test_a_stored_redacted_recording_with_a_permission_request_replays() -> None:
     messages = await _permission_session(replay(RECORDINGS / "permission-session.ndjson"))
     assert any(m.get("method") == "session/request_permission" for m in messages)
+
+
+async def test_a_proxy_killed_outright_keeps_its_recording(tmp_path: Path) -> None:
+    """Before, the recording was flushed only when the proxy stopped: a ``kill -9`` lost
+    everything still in its 1 MiB buffer, i.e. a whole short session."""
+    import signal
+
+    import anyio
+
+    recording = tmp_path / "session.ndjson"
+    argv = proxy("--record", str(recording), agent_argv=agent("echo_agent.py", "--quiet"))
+    async with open_editor(argv) as editor:
+        session_id = await editor.handshake()
+        answer = await editor.call("session/prompt", prompt_params(session_id, "kept"))
+        assert answer["result"] == {"stopReason": "end_turn"}
+
+        def recorded_answer() -> bool:
+            lines = recording.read_text().splitlines() if recording.exists() else []
+            return any('"stopReason":"end_turn"' in line for line in lines)
+
+        # Another process writes the file: its contents are the only event to wait on.
+        with anyio.fail_after(10):
+            while not recorded_answer():  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        editor.process.send_signal(signal.SIGKILL)
+        await editor.process.wait()
+    entries = [json.loads(line) for line in recording.read_text().splitlines()]
+    directions = {e["dir"] for e in entries if "msg" in e}
+    assert directions >= {"editor->bridge", "bridge->agent", "agent->bridge", "bridge->editor"}
