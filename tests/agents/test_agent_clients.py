@@ -20,6 +20,7 @@ from acp_bridge.client.events import PermissionDecided, UpdateReceived
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
 from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.errors import AgentExitedError
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
@@ -61,8 +62,11 @@ async def test_under_both_clients_at_once(tmp_path: Path) -> None:
 
 
 async def _through_the_bridge(tmp_path: Path) -> None:
-    """A crash, the restart and ``session/load`` through the bridge are in the demo's e2e test
-    (tests/e2e/test_demo.py), which drives the conversation layer on this agent."""
+    """Stream, a write with permission, a cancel mid-stream, a model and a mode switch, then a
+    crash: the supervisor restarts the agent and restores the same session by ``session/load``
+    from the agent's SQLite history (the replay lands in the session's history, not in a
+    turn), and the conversation goes on. The demo's e2e test does the same through the
+    conversation layer."""
     work = tmp_path / "project"
     work.mkdir()
     spec = AgentSpec(
@@ -102,6 +106,17 @@ async def _through_the_bridge(tmp_path: Path) -> None:
             events = [event async for event in turn]
         assert (await turn.wait()).stop_reason == "end_turn"
         assert not [e for e in events if isinstance(e, PermissionDecided)]  # not offered
+
+        first_pid, session_id = agent.pid, session.id
+        with pytest.raises(AgentExitedError) as crashed:
+            await session.run("crash now")
+        assert crashed.value.recoverable
+        with anyio.fail_after(60):  # the new process imports litellm again
+            response = await session.run("still there?")
+        assert response.stop_reason == "end_turn"
+        assert session.id == session_id and agent.pid not in (None, first_pid)
+        replayed = [u for u in session.history if u.get("sessionUpdate") == "user_message_chunk"]
+        assert any("stream please" in str(u.get("content")) for u in replayed)
 
 
 class _SdkClient:
