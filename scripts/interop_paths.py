@@ -3,7 +3,9 @@
 Every path runs the same scenario against an agent and returns the same verdicts: ``initialize``,
 ``session/new``, ``stream`` (a prompt whose answer streams the expected text, ``end_turn``),
 ``cancel`` (a long prompt cancelled after its first chunk, or after 1 s of silence, must end
-``cancelled``) and ``load`` (a second process ``session/load``s the first one's session, then a
+``cancelled``), ``restart`` (the agent under the bridge is SIGKILLed between turns; the next
+prompt on the same session must stream: the bridge restarted the agent and restored the
+session) and ``load`` (a second process ``session/load``s the first one's session, then a
 prompt on it streams again). The client paths in tests/interop/ print them as one JSON line;
 the CLI path reads ``acp-bridge run --json`` events.
 """
@@ -24,7 +26,7 @@ from typing import Any
 
 from interop_peers import HELLO, ROOT, Agent
 
-CHECK_NAMES = ("initialize", "session/new", "stream", "cancel", "load")
+CHECK_NAMES = ("initialize", "session/new", "stream", "cancel", "restart", "load")
 INTEROP = ROOT / "tests" / "interop"
 STDERR_TAIL = 600
 """Characters of a failed cell's stderr kept in the JSON results."""
@@ -38,6 +40,8 @@ class ClientPath:
     through_proxy: bool = False
     client: str = ""
     quick: bool = False
+    restarts: bool = False
+    """The bridge in this path restarts a dead agent (the library and the proxy do)."""
     """``python:SCRIPT`` or ``node:SCRIPT`` under tests/interop, or ``cli``."""
 
 
@@ -47,6 +51,7 @@ PATHS = [
         "library",
         "our library: open_supervised_agent, open_conversation",
         client="python:bridge_client.py",
+        restarts=True,
     ),
     ClientPath("py-sdk", "official Python SDK client, direct", client="python:sdk_client.py"),
     ClientPath(
@@ -55,6 +60,7 @@ PATHS = [
         through_proxy=True,
         client="python:sdk_client.py",
         quick=True,
+        restarts=True,
     ),
     ClientPath(
         "ts-sdk",
@@ -69,6 +75,7 @@ PATHS = [
         through_proxy=True,
         client="node:node/matrix_client.mjs",
         quick=True,
+        restarts=True,
     ),
 ]
 
@@ -101,6 +108,14 @@ def run_cell(agent: Agent, path: ClientPath, workdir: Path) -> dict[str, Any]:
         not_checked["cancel"] = "the agent has no turn long enough to cancel"
     if not agent.loads:
         not_checked["load"] = "the agent offers no session/load (loadSession false)"
+        not_checked["restart"] = (
+            "the agent can neither load nor resume a session, so no restart can keep it"
+            " (the proxy then answers -32002 'session lost', as docs/proxy.md says)"
+        )
+    elif path.client == "cli":
+        not_checked["restart"] = "not automated on the CLI path (run restarts through the library)"
+    elif not path.restarts:
+        not_checked["restart"] = "a bare SDK client does not restart agents (the proxy adds that)"
     for name in CHECK_NAMES:
         if name not in checks and name not in not_checked:
             not_checked[name] = "not reached: an earlier step failed"
@@ -128,6 +143,7 @@ def script_scenario(
         "expect": agent.expect,
         "slow": agent.slow,
         "load": agent.loads,
+        "restart": agent.loads and path.restarts,
         "cwd": str(workdir),
         "timeout": agent.step_timeout,
     }

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-LETTERS = {"initialize": "I", "session/new": "N", "stream": "S", "cancel": "C", "load": "L"}
+LETTERS = {
+    "initialize": "I",
+    "session/new": "N",
+    "stream": "S",
+    "cancel": "C",
+    "restart": "R",
+    "load": "L",
+}
 LEGEND = (
     "Each cell: pass/FAIL/skip, then one letter per check: I initialize, N session/new, "
-    "S a streamed turn, C cancel, L session/load in a new process; a letter = checked and "
+    "S a streamed turn, C cancel, R restart (agent SIGKILLed, session restored), "
+    "L session/load in a new process; a letter = checked and "
     "passed, x = checked and failed, - = not checked (the note says why)."
 )
 
@@ -120,6 +128,11 @@ SCENARIO = [
     "  chunk, or after 1 s when the agent says nothing first; the prompt must end",
     "  `cancelled`. The CLI path sends SIGINT to `acp-bridge run`, which must exit 130 with",
     "  the turn recorded `cancelled`.",
+    "- **restart**: on the paths where acp-bridge supervises the agent (the library, the",
+    "  proxy), the agent process is SIGKILLed between turns; the next prompt on the same",
+    "  session must stream: the bridge restarted the agent and restored the session (with",
+    "  `session/load`). A prompt the crash cut is answered with a recoverable error by the",
+    "  proxy; the client prompts again once, as an editor would, and the note says so.",
     "- **load**: for agents that offer `loadSession`, a second client process (a second",
     "  proxy and agent on the proxy paths; `acp-bridge run --resume` on the CLI path; the",
     "  library's `open_conversation` reopened on a new agent process) loads the first",

@@ -15,6 +15,8 @@ tests/interop/sdk_client.py reads; it prints the same one-line JSON verdicts).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -22,8 +24,9 @@ from typing import Any
 
 import anyio
 
-from acp_bridge.client.events import UpdateReceived
+from acp_bridge.client.events import AgentGaveUp, SessionReplaced, SessionRestored, UpdateReceived
 from acp_bridge.client.options import ClientOptions
+from acp_bridge.client.session import Session
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.store import ConversationRecord, QueueStore
@@ -96,6 +99,38 @@ async def supervised_part(
         await session.end(turn)
     ok = response.stop_reason == "cancelled"
     CHECKS["cancel"] = verdict(ok, f"stopReason {response.stop_reason} after {len(seen)} chunks")
+    if scenario.get("restart"):
+        STEP[0] = "restart"
+        await restarted_turn(agent, session, scenario)
+
+
+async def restarted_turn(
+    agent: SupervisedAgent, session: Session, scenario: dict[str, Any]
+) -> None:
+    """SIGKILL the agent between turns; the supervisor must restart it and restore the session
+    (``SessionRestored``, not ``SessionReplaced``); then a turn on the same session streams."""
+    pid = agent.pid
+    assert pid is not None
+    events = agent.subscribe()
+    with events:
+        os.kill(pid, signal.SIGKILL)
+        with anyio.fail_after(scenario["timeout"]):
+            async for event in events:
+                if isinstance(event, SessionRestored | SessionReplaced | AgentGaveUp):
+                    break
+    chunks: list[str] = []
+    async with session.prompt(scenario["hello"]) as turn:
+        async for turn_event in turn:
+            if isinstance(turn_event, UpdateReceived) and (text := chunk_text(turn_event.raw)):
+                chunks.append(text)
+        response = await turn.wait()
+    judge_stream("restart", response.stop_reason, chunks, scenario["expect"])
+    restored = isinstance(event, SessionRestored)
+    how = f"restored by {event.how}" if isinstance(event, SessionRestored) else repr(event)
+    CHECKS["restart"]["detail"] = (
+        f"agent pid {pid} SIGKILLed, {how}; then {CHECKS['restart']['detail']}"
+    )
+    CHECKS["restart"]["ok"] = CHECKS["restart"]["ok"] and restored
 
 
 async def conversation_turn(

@@ -102,6 +102,39 @@ async def cancelled_turn(
     )
 
 
+async def restarted_turn(
+    conn: Any, rec: Recorder, session_id: str, scenario: dict[str, Any], proxy_pid: int
+) -> None:
+    """SIGKILL the agent under the proxy (the proxy's child), then prompt the same session:
+    the proxy must have restarted the agent and restored the session. A prompt the crash cut
+    (the proxy had not seen the exit yet) is answered with a recoverable error: prompt again,
+    as an editor would, once."""
+    import psutil
+
+    proxy = psutil.Process(proxy_pid)
+    victims = proxy.children()
+    if len(victims) != 1:
+        CHECKS["restart"] = verdict(False, f"expected one agent under the proxy, found {victims}")
+        return
+    victims[0].kill()
+    victims[0].wait(scenario["timeout"])
+    retried = ""
+    try:
+        await asyncio.wait_for(
+            streamed_turn(conn, rec, session_id, scenario, "restart"), scenario["timeout"]
+        )
+    except Exception as error:  # the cut prompt's answer: only a recoverable one is retried
+        data = getattr(error, "data", None) or {}
+        if not data.get("recoverable"):
+            raise
+        retried = f"first prompt cut ({str(error).splitlines()[0][:80]}), prompted again; "
+        await asyncio.wait_for(
+            streamed_turn(conn, rec, session_id, scenario, "restart"), scenario["timeout"]
+        )
+    check = CHECKS["restart"]
+    check["detail"] = f"agent pid {victims[0].pid} SIGKILLed; {retried}then {check['detail']}"
+
+
 async def first_process(
     argv: list[str], scenario: dict[str, Any], info: dict[str, Any]
 ) -> str | None:
@@ -121,6 +154,9 @@ async def first_process(
         if scenario.get("slow"):
             STEP[0] = "cancel"
             await cancelled_turn(conn, rec, session.session_id, scenario)
+        if scenario.get("restart"):
+            STEP[0] = "restart"
+            await restarted_turn(conn, rec, session.session_id, scenario, _proc.pid)
         return str(session.session_id)
 
 

@@ -6,6 +6,7 @@
 // the agent offers it), cwd, timeout (seconds per step). Prints one line:
 // {"checks": {NAME: {"ok", "detail"}}, "info": {...}}; a check not attempted is absent.
 import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -54,12 +55,13 @@ function open() {
   const recorder = new Recorder();
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   const connection = new acp.ClientSideConnection(() => recorder, stream);
+  const pid = child.pid;
   const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
   const close = async () => {
     child.stdin.end();
     return within(exited, "agent exit after stdin EOF");
   };
-  return { connection, recorder, close };
+  return { connection, recorder, close, pid };
 }
 
 async function initialize(connection, into) {
@@ -98,6 +100,48 @@ async function cancelledTurn(connection, recorder, sessionId) {
   checks.cancel = verdict(answer.stopReason === "cancelled", `stopReason ${answer.stopReason} after ${recorder.chunks.length} chunks`);
 }
 
+// The processes whose parent is `pid`, from /proc (Linux): [pid, state] pairs.
+function childrenOf(pid) {
+  const found = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(fields[1]) === pid) found.push([Number(entry), fields[0]]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+// SIGKILL the agent under the proxy, wait (bounded) until the proxy reaped it, then prompt the
+// same session: the proxy must have restarted the agent and restored the session. A prompt the
+// crash cut is answered with a recoverable error: prompted again once, as an editor would.
+async function restartedTurn(first, sessionId) {
+  const victims = childrenOf(first.pid);
+  if (victims.length !== 1) {
+    checks.restart = verdict(false, `expected one agent under the proxy, found ${JSON.stringify(victims)}`);
+    return;
+  }
+  const victim = victims[0][0];
+  process.kill(victim, "SIGKILL");
+  const deadline = Date.now() + scenario.timeout * 1000;
+  while (childrenOf(first.pid).some(([pid, state]) => pid === victim && state !== "Z") && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  let retried = "";
+  try {
+    await streamedTurn(first.connection, first.recorder, sessionId, "restart");
+  } catch (error) {
+    if (!error?.data?.recoverable) throw error;
+    retried = `first prompt cut (${String(error.message).split("\n")[0].slice(0, 80)}), prompted again; `;
+    await streamedTurn(first.connection, first.recorder, sessionId, "restart");
+  }
+  checks.restart.detail = `agent pid ${victim} SIGKILLed; ${retried}then ${checks.restart.detail}`;
+}
+
 try {
   const first = open();
   await initialize(first.connection, info);
@@ -110,6 +154,10 @@ try {
   if (scenario.slow) {
     step = "cancel";
     await cancelledTurn(first.connection, first.recorder, session.sessionId);
+  }
+  if (scenario.restart) {
+    step = "restart";
+    await restartedTurn(first, session.sessionId);
   }
   info.exitCode = await first.close();
   if (scenario.load && info.loadSession) {
