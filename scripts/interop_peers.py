@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_DIR = ROOT / "tests" / "interop" / "node"
@@ -277,3 +278,14 @@ def agents(fast_agent: Path) -> list[Agent]:
             step_timeout=90.0,
         ),
     ]
+
+
+def offline_env() -> dict[str, str]:
+    """Our environment without provider keys (nothing may reach a model), acp_bridge importable."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_AUTH_TOKEN"))}
+    env.update(PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
+    return env
+
+
+def verdict(ok: bool, detail: str) -> dict[str, Any]:
+    return {"ok": ok, "detail": detail[:400]}

@@ -111,7 +111,18 @@ def markdown(results: dict[str, Any]) -> str:
     lines += [f"- `{name}`: {what}" for name, what in results["paths"].items()]
     lines += ["", "## Notes: failures, skips, checks not done", ""]
     lines += [f"- {line.strip()}" for line in notes(results)] or ["- none"]
-    lines += ["", "## What each check does", "", *SCENARIO, ""]
+    lines += ["", "## What each check does", "", *SCENARIO]
+    lines += [
+        "",
+        "## Running it",
+        "",
+        *RUNNING,
+        "",
+        "## Findings outside the matrix",
+        "",
+        *FINDINGS,
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -137,4 +148,33 @@ SCENARIO = [
     "  proxy and agent on the proxy paths; `acp-bridge run --resume` on the CLI path; the",
     "  library's `open_conversation` reopened on a new agent process) loads the first",
     "  session with `session/load`, then a prompt on it must stream again.",
+]
+
+RUNNING = [
+    "```sh",
+    "python -m pip install -e '.[dev,agent]'            # acp-bridge, the Python SDK, litellm",
+    "python scripts/interop.py --write docs/interop.md --json interop.json",
+    "python scripts/interop.py --quick       # installs nothing; what the smoke test runs",
+    "python scripts/interop.py --agent fast-agent --path py-sdk+proxy   # one cell",
+    "```",
+    "",
+    "The first full run installs fast-agent-mcp (pinned) into a venv under",
+    "`$XDG_CACHE_HOME/acp-bridge-interop/` (`--cache DIR`), with a Python >= 3.13 it finds on",
+    "PATH or under pyenv (`--fast-agent-python`), and runs `npm ci` in tests/interop/node. Later",
+    "runs fetch nothing. A peer that cannot be had (no Node, no Python 3.13, no network for the",
+    "first install) makes its cells `skip` with the reason; the run fails (exit 1) only on a",
+    "failed cell. Provider API keys are removed from every process's environment.",
+]
+
+FINDINGS = [
+    "- `acp-bridge run` piped into a reader that closes early (`acp-bridge run --json -m ... |",
+    "  head -1`, or plain mode with `| head -c 10`) ends with a `BrokenPipeError` traceback and",
+    "  exit 1 (the message is recorded `cancelled` and the agent is stopped, so nothing leaks).",
+    "  Expected: no traceback; stop quietly. Reported for acp_bridge/cli/render.py.",
+    "- fast-agent-mcp 0.10.48 (the newest) did not install from the package index used here:",
+    "  it requires certifi>=2026.10.19, which the index did not have yet; 0.10.44 is pinned.",
+    "  fast-agent-mcp 0.8 and later need Python >= 3.13; the interpreter running acp-bridge may",
+    "  be older, so fast-agent gets its own venv and interpreter.",
+    "- `acp-bridge agent` imports litellm on its first prompt: 14 s of a loaded 2-core machine",
+    "  (`python -X importtime`), so its cells take 15-25 s and it is not in `--quick`.",
 ]
