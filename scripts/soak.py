@@ -44,12 +44,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import psutil  # noqa: E402
+import contextlib
 
-import soak_checks as checks  # noqa: E402
-from soak_editor import editor_loop  # noqa: E402
-from soak_probes import startup_probe  # noqa: E402
-from soak_runs import drain, worker  # noqa: E402
+import psutil
+import soak_checks as checks
+from soak_editor import editor_loop
+from soak_probes import startup_probe
+from soak_runs import drain, worker
 
 ROOT = Path(__file__).resolve().parent.parent
 TAG_VAR = "ACP_BRIDGE_SOAK_TAG"
@@ -141,10 +142,8 @@ async def stop_everything(soak: Soak) -> None:
     """SIGTERM to every live process the soak started, then SIGKILL after 15 s."""
     for proc in list(soak.live):
         if proc.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
-            except ProcessLookupError:
-                pass
     waits = [p.wait() for p in list(soak.live) if p.returncode is None]
     if waits:
         try:
@@ -176,8 +175,8 @@ async def soak_main(soak: Soak, minutes: float) -> None:
     parts.append(asyncio.create_task(editor_loop(soak)))
     parts.append(asyncio.create_task(probe(soak)))
     parts.append(asyncio.create_task(library_child(soak, minutes * 60)))
-    everything = asyncio.gather(*parts, return_exceptions=True)
-    interrupt = asyncio.create_task(stopped.wait())
+    everything: asyncio.Future[list[Any]] = asyncio.gather(*parts, return_exceptions=True)
+    interrupt: asyncio.Future[Any] = asyncio.ensure_future(stopped.wait())
     await asyncio.wait([everything, interrupt], return_when=asyncio.FIRST_COMPLETED)
     if soak.interrupted:
         soak.progress("interrupted: stopping everything")
@@ -205,18 +204,16 @@ def report(soak: Soak, fds_before: int, fds_after: int) -> list[checks.Verdict]:
         checks.check_rss(soak.ledger),
     ]
     for proc in survivors:
-        try:
+        with contextlib.suppress(psutil.Error):
             proc.kill()
-        except psutil.Error:
-            pass
     if soak.probe is not None:
         verdicts.append(soak.probe)
     if soak.interrupted:
         verdicts[0].summary += " (interrupted: not drained, partial)"
         verdicts[0].ok = True
     other = [v for v in soak.ledger.violations if not v.startswith("orphan:")]
-    verdicts.append(checks.Verdict("no other failures (exit codes, hangs, tracebacks, proxy "
-                                   "answers)", not other, f"{len(other)} seen", other[:20]))  # fmt: skip
+    name = "no other failures (exit codes, hangs, tracebacks, proxy answers)"
+    verdicts.append(checks.Verdict(name, not other, f"{len(other)} seen", other[:20]))
     return verdicts
 
 
@@ -227,10 +224,14 @@ def print_report(soak: Soak, verdicts: list[checks.Verdict], seconds: float) -> 
     print("counts:")
     for key, value in sorted(ledger.counts.items()):
         print(f"  {key}: {value}")
-    print("  run exit codes: " + ", ".join(f"{k}: {v}" for k, v in sorted(ledger.exit_codes.items())))
+    print(
+        "  run exit codes: " + ", ".join(f"{k}: {v}" for k, v in sorted(ledger.exit_codes.items()))
+    )
     lib = ledger.library
     print(f"  library loop: {lib.get('rounds', 0)} rounds, {len(lib.get('floods', []))} request "
           f"floods of 20000, {len(lib.get('errors', []))} errors")  # fmt: skip
+    for note in ledger.notes:
+        print(f"  note: {note}")
     print("invariants:")
     for verdict in verdicts:
         print(f"  [{'ok' if verdict.ok else 'VIOLATED'}] {verdict.name}: {verdict.summary}")
@@ -263,10 +264,8 @@ def main() -> int:
             args.json.write_text(json.dumps(raw(soak, verdicts, seconds), indent=1))
     finally:
         for proc in checks.tagged_processes(str(soak.workdir), TAG_VAR, soak.tag_value):
-            try:
+            with contextlib.suppress(psutil.Error):
                 proc.kill()
-            except psutil.Error:
-                pass
         shutil.rmtree(soak.workdir, ignore_errors=True)
     if soak.interrupted:
         return 130

@@ -13,7 +13,8 @@ import os
 import re
 import sqlite3
 import statistics
-from collections import Counter
+import sys
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,12 @@ class Ledger:
     violations: list[str] = field(default_factory=list)
     turn_started: Counter[tuple[str, int]] = field(default_factory=Counter)
     asked_retries: Counter[tuple[str, int]] = field(default_factory=Counter)
+    started_by: defaultdict[tuple[str, int], list[str]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    """Per message, the fault (and --retry-failed) of each run that started a turn for it."""
+    notes: list[str] = field(default_factory=list)
+    """Things seen that break no promise (known limits), printed in the report."""
     refused_tags: set[str] = field(default_factory=set)
     """Tags of messages whose run was refused (a second owner): never to be prompted."""
     bridge_peak_rss_mib: list[float] = field(default_factory=list)
@@ -48,7 +55,9 @@ class Ledger:
     library: dict[str, Any] = field(default_factory=dict)
 
     def violate(self, text: str) -> None:
+        """Record a violation, and say it on stderr at once (the report repeats it)."""
         self.violations.append(text)
+        print(f"soak VIOLATION: {text}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -126,7 +135,10 @@ def check_prompted_once(store: Path, log: Path, ledger: Ledger) -> Verdict:
         if row["attempts"] > allowed:
             evidence.append(f"{where}: {row['attempts']} attempts stored, allowed {allowed}")
         if ledger.turn_started[key] > allowed:
-            evidence.append(f"{where}: turn_started {ledger.turn_started[key]}x, allowed {allowed}")
+            evidence.append(
+                f"{where}: turn_started {ledger.turn_started[key]}x, allowed {allowed}, by runs "
+                f"with faults {ledger.started_by[key]}"
+            )
     for tag, n in prompts.items():
         if tag.startswith("P") and n > 1:
             evidence.append(f"proxy prompt {tag} reached the agent {n}x")
@@ -135,7 +147,8 @@ def check_prompted_once(store: Path, log: Path, ledger: Ledger) -> Verdict:
     evidence += [f"library {t}" for t in ledger.library.get("prompted_twice", [])]
     evidence += [f"library #{s}: attempts over" for s in ledger.library.get("attempts_over", [])]
     summary = (
-        f"{sum(prompts.values())} prompts received by agents ({sum(1 for t in prompts if t[0] == 'P')}"
+        f"{sum(prompts.values())} prompts received by agents "
+        f"({sum(n for t, n in prompts.items() if t[0] == 'P')}"
         f" via the proxy), {sum(ledger.turn_started.values())} turn_started events, "
         f"{sum(ledger.asked_retries.values())} retries asked, "
         f"{len(ledger.refused_tags)} second-owner messages refused; "
@@ -155,9 +168,10 @@ def tagged_processes(marker: str, tag_var: str, tag: str) -> list[psutil.Process
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if any(marker in part for part in proc.info["cmdline"] or ()):
-                found.append(proc)
-            elif proc.environ().get(tag_var) == tag:
+            if (
+                any(marker in part for part in proc.info["cmdline"] or ())
+                or proc.environ().get(tag_var) == tag
+            ):
                 found.append(proc)
         except (psutil.Error, OSError):
             continue
@@ -239,6 +253,7 @@ def check_rss(ledger: Ledger) -> Verdict:
             evidence.append(f"{len(over)} runs above {BRIDGE_PEAK_RSS_MIB} MiB: {over[:5]}")
     summary = "; ".join(parts) + (
         f" (flat: last third's median <= first third's + max({RSS_TOLERANCE_MIB:.0f} MiB, "
-        f"{RSS_TOLERANCE_RATIO:.0%}), first tenth skipped; run peak <= {BRIDGE_PEAK_RSS_MIB:.0f} MiB)"
+        f"{RSS_TOLERANCE_RATIO:.0%}), first tenth skipped; "
+        f"run peak <= {BRIDGE_PEAK_RSS_MIB:.0f} MiB)"
     )
     return Verdict("bridge RSS flat, floods included", not evidence, summary, evidence)

@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 import traceback
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -61,14 +62,20 @@ def fd_count() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-async def conversation_round(workdir: Path, rnd: int, rng: random.Random, out: dict[str, Any]) -> None:
+async def conversation_round(
+    workdir: Path, rnd: int, rng: random.Random, out: dict[str, Any]
+) -> None:
     store = QueueStore.open(workdir / "library.db")
     try:
-        record = store.latest_conversation() or store.create_conversation(
+        # A new conversation (and agent history) per round: opening a conversation reads all
+        # its messages, replies included, so one ever-growing conversation would grow the
+        # round's memory with its history; the leak check wants rounds alike.
+        record = store.create_conversation(
             agent={"argv": ["soak-library"]}, cwd=str(workdir), now=time.time()
         )
+        history = workdir / f"history-{rnd}.json"
         argv = [sys.executable, "-u", str(SOAK / "soak_agent.py"), str(workdir / "prompts.log"),
-                "echo_agent.py", "--quiet", "--history", str(workdir / "history.json")]  # fmt: skip
+                "echo_agent.py", "--quiet", "--history", str(history)]  # fmt: skip
         tag = iter(range(rnd * 100, rnd * 100 + 100))
         async with (
             open_supervised_agent(AgentSpec(argv, name="soak-library"), OPTIONS) as agent,
@@ -96,7 +103,7 @@ async def conversation_round(workdir: Path, rnd: int, rng: random.Random, out: d
                 # An explicit retry of a failed message is an asked-for second prompt.
                 failed = [m for m in store.messages(record.id) if m.state == "failed"]
                 if failed and rng.random() < 0.5:
-                    out["retries"].append(failed[0].seq)
+                    out["retries"].append([record.id, failed[0].seq])
                     await conv.retry(failed[0].seq)
                     assert await conv.wait_idle() == "drained"
     finally:
@@ -125,8 +132,7 @@ def final_states(workdir: Path, out: dict[str, Any]) -> None:
     one, plus one per ``retry`` this loop asked for."""
     store = QueueStore.open(workdir / "library.db")
     try:
-        record = store.latest_conversation()
-        messages = store.messages(record.id) if record else []
+        messages = [m for c in store.list_conversations() for m in store.messages(c.id)]
     finally:
         store.close()
     prompts: dict[str, int] = {}
@@ -142,7 +148,7 @@ def final_states(workdir: Path, out: dict[str, Any]) -> None:
         out["states"][m.state] = out["states"].get(m.state, 0) + 1
         if m.state not in FINAL:
             out["not_final"].append(m.seq)
-        allowed = 1 + out["retries"].count(m.seq)
+        allowed = 1 + out["retries"].count([m.conversation_id, m.seq])
         if m.attempts > allowed:
             out["attempts_over"].append(m.seq)
         match = TAG.search(json.dumps(m.content))
@@ -158,6 +164,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--backend", choices=["both", "asyncio", "trio"], default="both")
+    parser.add_argument(
+        "--tracemalloc", action="store_true",
+        help="record the biggest allocation growth between round 3 and the last (diagnosis)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     def on_term(signum: int, frame: Any) -> None:
@@ -172,7 +183,10 @@ def main() -> None:
     deadline = time.monotonic() + args.seconds
     rnd = 0
     while not _stop and (rnd == 0 or time.monotonic() < deadline):
-        backend = ("asyncio", "trio")[rnd % 2]
+        backend = ("asyncio", "trio")[rnd % 2] if args.backend == "both" else args.backend
+        if args.tracemalloc and rnd == 3:
+            tracemalloc.start(8)
+            baseline = tracemalloc.take_snapshot()
         try:
             anyio.run(conversation_round, args.workdir, rnd, rng, out, backend=backend)
             if rnd % 3 == 2:
@@ -185,6 +199,13 @@ def main() -> None:
         out["fds"].append(fd_count())
         out["rss_mib"].append(round(me.memory_info().rss / 2**20, 2))
         args.out.write_text(json.dumps(out))
+    if args.tracemalloc and tracemalloc.is_tracing():
+        growth = tracemalloc.take_snapshot().compare_to(baseline, "traceback")
+        out["growth"] = [
+            {"kib": round(stat.size_diff / 1024, 1), "count": stat.count_diff,
+             "where": stat.traceback.format()[-6:]}
+            for stat in growth[:10]
+        ]  # fmt: skip
     final_states(args.workdir, out)
     args.out.write_text(json.dumps(out))
 

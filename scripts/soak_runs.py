@@ -13,17 +13,18 @@ agent that outlives its bridge's exit is a violation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import signal
 import sqlite3
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psutil
-
 from soak_checks import Ledger, not_final
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ PROFILES: dict[str, tuple[list[str], list[tuple[str, float]], float]] = {
     "noisy": (["noisy_agent.py", "--quiet"], COMMON, 30.0),
     "stubborn": (
         ["stubborn_agent.py", "--quiet", "--ignore-sigterm"],
-        COMMON + [("echo {t}; hang", 4)],
+        [*COMMON, ("echo {t}; hang", 4)],
         3.0,
     ),
 }
@@ -57,13 +58,14 @@ FAULTS = [
     ("none", 30), ("SIGINT", 12), ("SIGTERM", 10), ("SIGINT twice", 5), ("SIGKILL bridge", 13),
     ("SIGKILL agent", 12), ("SIGTERM agent", 6), ("second owner", 5),
 ]  # fmt: skip
+_SENT = {"SIGINT": (signal.SIGINT,), "SIGINT twice": (signal.SIGINT,), "SIGTERM": (signal.SIGTERM,)}
 RUN_HANG_S = 150.0
 """A run that takes longer than this is a hang: a violation, then it is killed."""
 EXIT_WAIT_S = 10.0
 """How long an agent may outlive its bridge (SIGKILLed bridges: the agent sees EOF and exits)."""
 
 
-def pick(rng: random.Random, table: list[tuple[str, float]]) -> str:
+def pick(rng: random.Random, table: Sequence[tuple[str, float]]) -> str:
     return rng.choices([name for name, _ in table], [w for _, w in table])[0]
 
 
@@ -72,6 +74,7 @@ class Run:
     """One bridge process and what it printed."""
 
     argv: list[str]
+    fault: str = "none"
     proc: asyncio.subprocess.Process | None = None
     conversation: str | None = None
     agents: list[psutil.Process] = field(default_factory=list)
@@ -108,6 +111,8 @@ async def _read_events(run: Run, ledger: Ledger) -> None:
             run.ready.set()
         elif name == "turn_started" and run.conversation:
             ledger.turn_started[(run.conversation, event["seq"])] += 1
+            retry = " --retry-failed" if "--retry-failed" in run.argv else ""
+            ledger.started_by[(run.conversation, event["seq"])].append(f"{run.fault}{retry}")
             run.started_turns += 1
             run.first_turn.set()
 
@@ -162,10 +167,8 @@ async def _fault(soak: Soak, run: Run, fault: str, rng: random.Random) -> None:
     except TimeoutError:
         soak.ledger.counts["fault skipped (run never ready)"] += 1
         return
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(run.first_turn.wait(), timeout=rng.uniform(1, 6))
-    except TimeoutError:
-        pass
     await asyncio.sleep(rng.uniform(0, 1.5))
     done = False
     if fault == "SIGINT" or fault == "SIGTERM":
@@ -212,7 +215,7 @@ async def bridge_run(soak: Soak, args: list[str], stdin_lines: list[str] | None,
                      fault: str, rng: random.Random) -> Run:  # fmt: skip
     """One ``acp-bridge run``: spawn, read, fault, wait, judge its exit and its agents."""
     ledger = soak.ledger
-    run = Run(soak.run_argv(args))
+    run = Run(soak.run_argv(args), fault)
     run.proc = await asyncio.create_subprocess_exec(
         *run.argv,
         stdin=asyncio.subprocess.PIPE if stdin_lines is not None else asyncio.subprocess.DEVNULL,
@@ -244,7 +247,13 @@ async def bridge_run(soak: Soak, args: list[str], stdin_lines: list[str] | None,
     code = run.proc.returncode
     ledger.exit_codes[str(code)] += 1
     ledger.bridge_peak_rss_mib.append(round(run.peak_rss_mib, 1))
-    if code not in (0, 3, 4, 130, -signal.SIGKILL) or (code == 3 and not run.agents):
+    if soak.interrupted:  # the soak's own stop signalled it, at any moment
+        ledger.counts["runs stopped by the soak's interruption"] += 1
+    elif code is not None and -code in _SENT.get(fault, ()):
+        # Died of the very signal it was sent: in the moments before the run's handlers are
+        # installed, or after they are removed at exit, or a second SIGINT "stopping at once".
+        ledger.counts[f"runs that died of the {fault} sent (exit {code})"] += 1
+    elif code not in (0, 3, 4, 130, -signal.SIGKILL) or (code == 3 and not run.agents):
         ledger.violate(f"run exited {code}: {' '.join(run.argv[-8:])}; "
                        f"stderr {run.stderr_tail[-800:]!r}")  # fmt: skip
     await _agents_gone(run, ledger, killed=code == -signal.SIGKILL)
@@ -259,12 +268,21 @@ async def _agents_gone(run: Run, ledger: Ledger, *, killed: bool) -> None:
         return
     _, still = await asyncio.to_thread(psutil.wait_procs, alive, EXIT_WAIT_S)
     for proc in still:
-        how = "SIGKILLed bridge" if killed else f"bridge that exited {run.proc.returncode if run.proc else '?'}"
-        ledger.violate(f"orphan: agent pid {proc.pid} outlived its {how} by {EXIT_WAIT_S:.0f} s")
         try:
+            what = f"pid {proc.pid} ({proc.status()}, {' '.join(proc.cmdline()[3:5])})"
             proc.kill()
         except psutil.Error:
-            pass
+            what = f"pid {proc.pid}"
+        if killed:
+            # README, "Known limit": nothing runs after SIGKILL; the agent sees EOF and
+            # normally exits, but that is up to the agent.
+            ledger.notes.append(
+                f"agent {what} still running {EXIT_WAIT_S:.0f} s after its bridge was "
+                "SIGKILLed (known limit; killed by the soak)"
+            )
+        else:
+            code = run.proc.returncode if run.proc else "?"
+            ledger.violate(f"orphan: agent {what} outlived its bridge (exit {code})")
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -275,13 +293,15 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def _failed_recoverable(store: Path, conversation: str) -> list[int]:
+    """What ``--retry-failed`` will send again: the failed recoverable messages, and the ones
+    left ``running`` by a SIGKILLed bridge (the run recovers them as failed recoverable first)."""
     if not store.exists():
         return []
     conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:
         rows = conn.execute(
-            "SELECT seq FROM messages WHERE conversation_id = ? AND state = 'failed'"
-            " AND recoverable = 1", (conversation,),
+            "SELECT seq FROM messages WHERE conversation_id = ? AND (state = 'running'"
+            " OR state = 'failed' AND recoverable = 1)", (conversation,),
         ).fetchall()  # fmt: skip
     finally:
         conn.close()
@@ -295,7 +315,9 @@ async def drain(soak: Soak, conversation: str, rng: random.Random) -> None:
         if conversation not in not_final(soak.store):
             return
         soak.ledger.counts["drain runs"] += 1
-        args = ["--conversation", conversation, "--max-restarts", "50", "-m", f"echo {soak.tag('D')}"]
+        # --turn-timeout: a queued stubborn "hang" is cancelled (then quarantined) in bounded time.
+        args = ["--conversation", conversation, "--max-restarts", "50", "--turn-timeout", "10",
+                "-m", f"echo {soak.tag('D')}"]  # fmt: skip
         await bridge_run(soak, args, None, "none", rng)
     left = not_final(soak.store).get(conversation)
     if left:
@@ -314,26 +336,34 @@ async def worker(soak: Soak, index: int, profile: str) -> None:
         common = ["--turn-timeout", str(turn_timeout),
                   "--max-restarts", str(rng.choice((3, 5, 50)))]  # fmt: skip
         conversation: str | None = None
-        for n in range(rng.randint(2, 6)):
+        for _n in range(rng.randint(2, 6)):
             if soak.over():
                 break
             texts = [pick(rng, programs).format(t=soak.tag("Q")) for _ in range(rng.randint(1, 4))]
             via_stdin = rng.random() < 0.3
             fault = pick(rng, FAULTS)
             if profile == "stubborn" and fault == "SIGKILL bridge":
-                fault = "SIGKILL agent"  # a lingering agent outlives a SIGKILLed bridge (known limit)
+                fault = (
+                    "SIGKILL agent"  # a lingering agent outlives a SIGKILLed bridge (known limit)
+                )
             args = list(common)
+            by_resume = conversation is not None and rng.random() < 0.5
             if conversation is not None:
-                args += ["--conversation", conversation]
+                # --resume finds it by cwd and agent command (each lineage's agent argv names
+                # its own history file, so the latest one is ours); else by its id.
+                args += ["--resume"] if by_resume else ["--conversation", conversation]
                 if rng.random() < 0.25:
                     args.append("--retry-failed")
                     for seq in _failed_recoverable(soak.store, conversation):
                         soak.ledger.asked_retries[(conversation, seq)] += 1
             if not via_stdin:
                 args += [a for text in texts for a in ("-m", text)]
-            args += ["--", *agent] if conversation is None else []
+            args += ["--", *agent] if conversation is None or by_resume else []
             run = await bridge_run(soak, args, texts if via_stdin else None, fault, rng)
             soak.ledger.counts["messages sent"] += len(texts)
+            soak.ledger.counts["runs with --resume" if by_resume else "runs new or by id"] += 1
+            if by_resume and run.conversation not in (None, conversation):
+                soak.ledger.violate(f"--resume continued {run.conversation}, not {conversation}")
             conversation = conversation or run.conversation
             if conversation is None:
                 break  # killed before it said which conversation: the final sweep drains it
