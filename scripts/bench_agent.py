@@ -159,6 +159,46 @@ def _ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:,.1f} ms"
 
 
+def render(
+    figures: dict[str, list[float]],
+    imports: dict[str, list[tuple[float, float, float, int]]],
+    runs: int,
+    load_at_start: float,
+) -> str:
+    """The two Markdown tables, with the load averages at the start and now."""
+    lines = [
+        f"Load average at the start: {load_at_start:.2f}, at the end: {os.getloadavg()[0]:.2f} "
+        f"({os.cpu_count()} cores, maybe shared). Medians of {runs} fresh agents / interpreters.",
+        "",
+        "| figure | median |",
+        "|---|---:|",
+    ]
+    figure_rows = (
+        (f"spawn -> `initialize` answered ({runs} fresh agents)", "spawn"),
+        ("`initialize` round trip, started agent (litellm importing meanwhile)", "rtt"),
+        ("`initialize` round trip, litellm loaded", "rtt_warm"),
+        ("first chunk, cold (first prompt; waits for litellm's import)", "cold"),
+        ("first chunk, warm, `--mock-script` (custom provider)", "warm"),
+        ("first chunk, warm, `--mock-response` (litellm mock_response)", "mock"),
+    )
+    lines += [f"| {label} | {_ms(figures[key])} |" for label, key in figure_rows]
+    lines += [
+        "",
+        "| fresh interpreter | wall | CPU | peak RSS | modules |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, rows in imports.items():
+        wall = statistics.median(r[0] for r in rows)
+        cpu = statistics.median(r[1] for r in rows)
+        rss = statistics.median(r[2] for r in rows)
+        modules = int(statistics.median(r[3] for r in rows))
+        lines.append(
+            f"| {name} | {wall * 1000:,.0f} ms | {cpu * 1000:,.0f} ms | {rss:,.0f} MB "
+            f"| {modules:,} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="fresh agents / interpreters (3)")
@@ -167,32 +207,7 @@ def main() -> int:
     load_at_start = os.getloadavg()[0]
     figures = initialize_and_first_chunk(args.runs, args.warm)
     imports = import_cost(args.runs)
-    print(f"load average at start: {load_at_start:.2f} ({os.cpu_count()} cores, maybe shared)\n")
-    print("| figure | median |")
-    print("|---|---:|")
-    figure_rows = (
-        (f"spawn -> `initialize` answered ({args.runs} fresh agents)", "spawn"),
-        ("`initialize` round trip, started agent (litellm importing meanwhile)", "rtt"),
-        ("`initialize` round trip, litellm loaded", "rtt_warm"),
-        ("first chunk, cold (first prompt; waits for litellm's import)", "cold"),
-        ("first chunk, warm, `--mock-script` (custom provider)", "warm"),
-        ("first chunk, warm, `--mock-response` (litellm mock_response)", "mock"),
-    )
-    for label, key in figure_rows:
-        print(f"| {label} | {_ms(figures[key])} |")
-    print()
-    print("| fresh interpreter | wall | CPU | peak RSS | modules |")
-    print("|---|---:|---:|---:|---:|")
-    for name, rows in imports.items():
-        wall = statistics.median(r[0] for r in rows)
-        cpu = statistics.median(r[1] for r in rows)
-        rss = statistics.median(r[2] for r in rows)
-        modules = int(statistics.median(r[3] for r in rows))
-        print(
-            f"| {name} | {wall * 1000:,.0f} ms | {cpu * 1000:,.0f} ms | {rss:,.0f} MB "
-            f"| {modules:,} |"
-        )
-    print(f"\nload average now: {os.getloadavg()[0]:.2f}")
+    print(render(figures, imports, args.runs, load_at_start))
     return 0
 
 

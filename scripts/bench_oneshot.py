@@ -59,19 +59,19 @@ def node_ready() -> bool:
     return True
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=11)
-    parser.add_argument("--write", type=Path, help="record the results in this markdown file")
-    args = parser.parse_args()
+def rounds(runs: int, use_node: bool = True) -> dict[str, list[float]]:
+    """``runs`` interleaved rounds (after one warm-up round): ``--help``, the bridge's one-shot
+    run and, when node is ready (and ``use_node``), the TypeScript client's; seconds each."""
     compileall.compile_dir(str(ROOT / "acp_bridge"), quiet=1)
     compileall.compile_dir(str(ROOT / "fixtures" / "agents"), quiet=1)
     bridge = [sys.executable, "-m", "acp_bridge"]
+    helps: list[float] = []
+    bridge_runs: list[float] = []
+    ts_runs: list[float] = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        helps, bridge_runs, ts_runs = [], [], []
-        have_node = node_ready()
-        for index in range(args.runs + 1):  # the first round warms the caches, not counted
+        have_node = use_node and node_ready()
+        for index in range(runs + 1):  # the first round warms the caches, not counted
             store = work / f"store{index}" / "s.db"
             help_time = timed([*bridge, "--help"], work)
             run_time = timed(
@@ -92,6 +92,16 @@ def main() -> None:
                 + (f", TS client {ts_time * 1000:.0f} ms" if ts_time is not None else ""),
                 file=sys.stderr,
             )
+    return {"help": helps, "bridge_run": bridge_runs, "ts_run": ts_runs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--write", type=Path, help="record the results in this markdown file")
+    args = parser.parse_args()
+    measured = rounds(args.runs)
+    helps, bridge_runs, ts_runs = measured["help"], measured["bridge_run"], measured["ts_run"]
     help_ms = statistics.median(helps) * 1000
     run_ms = statistics.median(bridge_runs) * 1000
     lines = [

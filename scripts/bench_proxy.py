@@ -121,16 +121,14 @@ def round_trips(clients: dict[str, Client], count: int, batch: int = 100) -> dic
     return times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=15)
-    parser.add_argument("--chunks", type=int, default=10_000)
-    parser.add_argument("--round-trips", type=int, default=2000)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+def measure(turns: int, chunks: int, round_trips_count: int) -> dict[str, Any]:
+    """The proxy's figures: flood turns and round trips, direct and proxied taking turns.
+
+    Also returns the per-turn and per-round-trip samples (``*_samples``), for a caller that
+    keeps raw results."""
     clients = {"direct": Client(AGENT), "proxy": Client(PROXY + AGENT)}
     try:
-        times = flood_turns(clients, args.chunks, args.turns)
+        times = flood_turns(clients, chunks, turns)
         rss = psutil.Process(clients["proxy"].process.pid).memory_info().rss
     finally:
         for client in clients.values():
@@ -138,16 +136,17 @@ def main() -> None:
     direct_s, proxy_s = times["direct"], times["proxy"]
     clients = {"direct": Client(AGENT), "proxy": Client(PROXY + AGENT)}
     try:
-        trips = round_trips(clients, args.round_trips)
+        trips = round_trips(clients, round_trips_count)
     finally:
         for client in clients.values():
             client.close()
     direct_rt, proxy_rt = trips["direct"], trips["proxy"]
-    direct_rate = args.chunks / statistics.median(direct_s)
-    proxy_rate = args.chunks / statistics.median(proxy_s)
-    figures = {
-        "chunks": args.chunks,
-        "turns": args.turns,
+    direct_rate = chunks / statistics.median(direct_s)
+    proxy_rate = chunks / statistics.median(proxy_s)
+    return {
+        "chunks": chunks,
+        "turns": turns,
+        "round_trips": round_trips_count,
         "direct_updates_per_s": round(direct_rate),
         "proxy_updates_per_s": round(proxy_rate),
         "throughput_ratio": round(proxy_rate / direct_rate, 3),
@@ -157,7 +156,19 @@ def main() -> None:
             (statistics.median(proxy_rt) - statistics.median(direct_rt)) * 1000, 3
         ),
         "proxy_rss_mib": round(rss / 2**20, 1),
+        "direct_turn_samples_s": direct_s,
+        "proxy_turn_samples_s": proxy_s,
     }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=15)
+    parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--round-trips", type=int, default=2000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    figures = measure(args.turns, args.chunks, args.round_trips)
     if args.json:
         print(json.dumps(figures))
         return

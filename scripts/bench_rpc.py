@@ -270,10 +270,21 @@ def median_of(runs: int, measure: Callable[[], float]) -> float:
 
 
 def run_all(runs: int, notifications: int, calls: int) -> list[tuple[str, float, float | None]]:
+    """Medians of ``runs`` runs; within each run the SDK and ours on both backends are measured
+    one after another (interleaved), so a slow moment of the machine hits every side alike."""
     rows: list[tuple[str, float, float | None]] = []
 
     def step(label: str) -> None:
         print(f"  measuring {label} ...", file=sys.stderr, flush=True)
+
+    def interleaved(
+        measures: dict[str, Callable[[], float]],
+    ) -> dict[str, float]:
+        taken: dict[str, list[float]] = {name: [] for name in measures}
+        for _ in range(runs):
+            for name, measure in measures.items():
+                taken[name].append(measure())
+        return {name: statistics.median(values) for name, values in taken.items()}
 
     step("parse")
     rows.append(
@@ -284,19 +295,33 @@ def run_all(runs: int, notifications: int, calls: int) -> list[tuple[str, float,
         )
     )
     step("notifications")
-    sdk = median_of(runs, lambda: bench_notifications_sdk(notifications))
+    rates = interleaved(
+        {
+            "sdk": lambda: bench_notifications_sdk(notifications),
+            "asyncio": lambda: bench_notifications_ours(notifications, "asyncio"),
+            "trio": lambda: bench_notifications_ours(notifications, "trio"),
+        }
+    )
     for backend in ("asyncio", "trio"):
-        ours = median_of(runs, lambda b=backend: bench_notifications_ours(notifications, b))
-        rows.append((f"incoming notifications over a pipe, {backend} (msg/s)", ours, sdk))
+        rows.append(
+            (f"incoming notifications over a pipe, {backend} (msg/s)", rates[backend], rates["sdk"])
+        )
     for parallel in (1, 32):
         step(f"round trips x{parallel}")
-        sdk = median_of(runs, lambda p=parallel: bench_round_trips_sdk(calls, p))
+        rates = interleaved(
+            {
+                "sdk": lambda p=parallel: bench_round_trips_sdk(calls, p),
+                "asyncio": lambda p=parallel: bench_round_trips_ours(calls, p, "asyncio"),
+                "trio": lambda p=parallel: bench_round_trips_ours(calls, p, "trio"),
+            }
+        )
         for backend in ("asyncio", "trio"):
-            ours = median_of(
-                runs, lambda b=backend, p=parallel: bench_round_trips_ours(calls, p, b)
-            )
             rows.append(
-                (f"request round trips, {parallel} in flight, {backend} (calls/s)", ours, sdk)
+                (
+                    f"request round trips, {parallel} in flight, {backend} (calls/s)",
+                    rates[backend],
+                    rates["sdk"],
+                )
             )
     return rows
 
