@@ -102,7 +102,7 @@ def acp_bridge_version() -> str:
 def skip_reason(
     agent: Agent, path: ClientPath, found: dict[str, Availability], quick: bool
 ) -> str | None:
-    if quick and not (agent.quick and path.quick):
+    if quick and path.name not in agent.quick:
         return "not in --quick"
     if not found[agent.name].ok:
         return found[agent.name].reason

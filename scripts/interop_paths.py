@@ -36,14 +36,13 @@ class ClientPath:
     needs_node: bool = False
     through_proxy: bool = False
     client: str = ""
-    quick: bool = False
     restarts: bool = False
     """The bridge in this path restarts a dead agent (the library and the proxy do)."""
     """``python:SCRIPT`` or ``node:SCRIPT`` under tests/interop, or ``cli``."""
 
 
 PATHS = [
-    ClientPath("cli", "`acp-bridge run --json` (our CLI)", client="cli", quick=True),
+    ClientPath("cli", "`acp-bridge run --json` (our CLI)", client="cli"),
     ClientPath(
         "library",
         "our library: open_supervised_agent, open_conversation",
@@ -56,7 +55,6 @@ PATHS = [
         "official Python SDK client through `acp-bridge proxy`",
         through_proxy=True,
         client="python:sdk_client.py",
-        quick=True,
         restarts=True,
     ),
     ClientPath(
@@ -71,7 +69,6 @@ PATHS = [
         needs_node=True,
         through_proxy=True,
         client="node:node/matrix_client.mjs",
-        quick=True,
         restarts=True,
     ),
 ]

@@ -84,7 +84,8 @@ class Agent:
     slow: str | None
     loads: bool
     step_timeout: float = 20.0
-    quick: bool = False
+    quick: tuple[str, ...] = ()
+    """The client paths this agent runs with under ``--quick`` (a few seconds each)."""
 
 
 def node_available(install: bool) -> Availability:
@@ -231,7 +232,7 @@ def agents(fast_agent: Path) -> list[Agent]:
             EXPECT,
             "trickle 100 100",
             True,
-            quick=True,
+            quick=("cli", "py-sdk+proxy", "ts-sdk+proxy"),
         ),
         Agent(
             "python-sdk",
@@ -240,7 +241,7 @@ def agents(fast_agent: Path) -> list[Agent]:
             EXPECT,
             "flood 200000",
             False,
-            quick=True,
+            quick=("py-sdk+proxy", "ts-sdk+proxy"),
         ),
         Agent(
             "typescript-sdk",

@@ -25,9 +25,9 @@ def test_quick_interop_matrix_passes_offline(tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(ROOT)  # the checkout under test, not whatever is installed
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
     out = tmp_path / "interop.json"
+    script = str(ROOT / "scripts" / "interop.py")
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "interop.py"), "--quick", "--json", str(out)]
-        + ["--cache", str(tmp_path / "cache")],
+        [sys.executable, script, "--quick", "--json", str(out), "--cache", str(tmp_path / "cache")],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -41,7 +41,8 @@ def test_quick_interop_matrix_passes_offline(tmp_path: Path) -> None:
     cells = {(c["agent"], c["path"]): c for c in results["cells"]}
     for key in [("fixture-echo", "cli"), ("fixture-echo", "py-sdk+proxy")]:
         assert cells[key]["status"] == "pass", cells[key]
-        assert set(cells[key]["checks"]) == {"initialize", "session/new", "stream", "cancel", "load"}
+        checks = {"initialize", "session/new", "stream", "cancel", "restart", "load"}
+        assert set(cells[key]["checks"]) == checks
     sdk = cells[("python-sdk", "py-sdk+proxy")]
     assert sdk["status"] == "pass", sdk
     assert "load" in sdk["not_checked"]  # the SDK echo agent offers no session/load: said so
