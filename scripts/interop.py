@@ -85,11 +85,16 @@ def availability(args: argparse.Namespace) -> tuple[dict[str, Availability], lis
         "fast-agent": fast,
         "python-sdk": Availability(True, version=python_sdk_version()),
         "fixture-echo": Availability(True, version="fixtures/agents/echo_agent.py (this commit)"),
-        "acp-bridge-agent": Availability(
-            True, version=f"acp-bridge {acp_bridge_version()}, {litellm_version()}"
-        ),
+        "acp-bridge-agent": bridge_agent_availability(),
     }
     return found, rows
+
+
+def bridge_agent_availability() -> Availability:
+    litellm = litellm_version()
+    if litellm.endswith("not installed"):
+        return Availability(False, "litellm is not installed (pip install -e '.[agent]')")
+    return Availability(True, version=f"acp-bridge {acp_bridge_version()}, {litellm}")
 
 
 def acp_bridge_version() -> str:
@@ -112,16 +117,16 @@ def skip_reason(
 
 
 def commit() -> str:
-    result = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    )
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--", "acp_bridge"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    return result.stdout.strip() + (" (acp_bridge/ modified)" if dirty.stdout.strip() else "")
+    """The checkout's commit, and whether acp_bridge/ differs from it (unknown without git)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        )
+        status = ["git", "status", "--porcelain", "--", "acp_bridge"]
+        dirty = subprocess.run(status, capture_output=True, text=True, cwd=ROOT)
+    except OSError:
+        return "unknown (no git)"
+    return head.stdout.strip() + (" (acp_bridge/ modified)" if dirty.stdout.strip() else "")
 
 
 def environment(found: dict[str, Availability]) -> dict[str, Any]:
