@@ -11,7 +11,8 @@ sides alike: ratios count, not absolute times. The measurements themselves live 
 samples (``--json``), and writes the summary at the top of ``docs/benchmarks.md``: every budget
 against what was measured, pass or miss, and the figures. The full run then re-runs the
 per-script suites (``bench_rpc``, ``bench_client``, ``bench_turns``, ``bench_floods``) and
-rewrites their sections of the same file (``--no-sections`` skips them).
+rewrites their sections of the same file (``--no-sections`` skips them; ``--only`` picks steps
+and suites by name, e.g. ``--only turns,floods`` re-runs two suites and leaves the summary).
 
 ``--quick`` uses fewer runs and smaller sizes, prints the figures, and exits 0 whatever the
 speed: only a benchmark that crashed makes it exit 1. It writes files only when ``--write`` or
@@ -67,6 +68,8 @@ class Plan:
     memory_runs: int
     replay_sizes: tuple[int, ...]
     queue_sizes: tuple[int, ...]
+    install_node: bool
+    """Whether the startup step may run ``npm ci`` for the TypeScript client."""
 
 
 FULL = Plan(
@@ -82,6 +85,7 @@ FULL = Plan(
     memory_runs=3,
     replay_sizes=(1_000, 10_000, 100_000),
     queue_sizes=(10, 100, 1000),
+    install_node=True,
 )
 QUICK = Plan(
     runs=3,
@@ -96,6 +100,7 @@ QUICK = Plan(
     memory_runs=1,
     replay_sizes=(1_000, 10_000),
     queue_sizes=(10, 100),
+    install_node=False,
 )
 
 
@@ -198,7 +203,8 @@ def step_queue(plan: Plan, s: Samples) -> None:
 
 def step_startup(plan: Plan, s: Samples) -> None:
     progress(f"  startup: --help, one-shot run vs the TypeScript client, x{plan.oneshot_runs}")
-    rounds = bench_oneshot.rounds(plan.oneshot_runs)
+    # A quick run never installs the TypeScript SDK (CI has it from the tests, or skips it).
+    rounds = bench_oneshot.rounds(plan.oneshot_runs, install=plan.install_node)
     for key, values in rounds.items():
         for seconds in values:
             s.add(f"startup.{key}_ms", seconds * 1000)
@@ -269,41 +275,70 @@ STEPS: list[tuple[str, Callable[[Plan, Samples], None]]] = [
 # -- the per-script suites (full run) -------------------------------------------------------------
 
 
-def run_sections(doc: Path | None, runs: int) -> dict[str, Any]:
-    """Re-run the per-script suites and rewrite their sections; their raw samples."""
-    import bench_floods
+def section_rpc(doc: Path | None, runs: int) -> Any:
     import bench_rpc
 
-    raw: dict[str, Any] = {}
-    progress("bench_rpc ...")
     rows = bench_rpc.run_all(runs, 100_000, 5_000)
-    raw["bench_rpc"] = [{"label": r[0], "ours": r[1], "sdk": r[2]} for r in rows]
     if doc:
         write_section(doc, "bench_rpc", bench_rpc.render(rows, runs), "")
-    progress("bench_client ...")
+    return [{"label": r[0], "ours": r[1], "sdk": r[2]} for r in rows]
+
+
+def section_client(doc: Path | None, runs: int) -> Any:
     client = bench_client.run_all(runs, 10_000)
-    raw["bench_client"] = client.values
     if doc:
         body = bench_client.render(client, runs, 10_000) + "\n" + bench_client.WHERE_THE_TIME_GOES
         write_section(doc, "bench_client", body, bench_client.INTRO)
-    progress("bench_turns ...")
+    return client.values
+
+
+def section_turns(doc: Path | None, runs: int) -> Any:
     backends = bench_turns.BACKENDS
     turns = bench_turns.run_all(runs, 3, 1000, backends)
-    raw["bench_turns"] = turns.values
     if doc:
         body = bench_turns.render(turns, runs, 3, 1000, backends)
         write_section(
             doc, "bench_turns", body + "\n" + bench_turns.WHERE_THE_TIME_GOES, bench_turns.INTRO
         )
-    progress("bench_floods ...")
+    return turns.values
+
+
+def section_floods(doc: Path | None, runs: int) -> Any:
+    import bench_floods
+
     floods = bench_floods.run_all(1, False, bench_floods.BACKENDS)
-    raw["bench_floods"] = {
+    if doc:
+        write_section(doc, "bench_floods", bench_floods.table(floods, 1, False), bench_floods.INTRO)
+    return {
         f"{flood}/{backend}": [asdict(m) for m in measured]
         for (flood, backend), measured in floods.items()
     }
+
+
+def section_agent(doc: Path | None, runs: int) -> Any:
+    import importlib.util
+
+    if importlib.util.find_spec("litellm") is None:
+        progress("  skipped: litellm is not installed (the agent extra)")
+        return None
+    import bench_agent
+
+    load = os.getloadavg()[0]
+    figures = bench_agent.initialize_and_first_chunk(runs, 10)
+    imports = bench_agent.import_cost(runs)
     if doc:
-        write_section(doc, "bench_floods", bench_floods.table(floods, 1, False), bench_floods.INTRO)
-    return raw
+        write_section(doc, "bench_agent", bench_agent.render(figures, imports, runs, load))
+    return {"figures": figures, "imports": imports}
+
+
+SECTIONS: list[tuple[str, Callable[[Path | None, int], Any]]] = [
+    ("rpc", section_rpc),
+    ("client", section_client),
+    ("turns", section_turns),
+    ("floods", section_floods),
+    ("agent", section_agent),
+]
+"""The per-script suites a full run re-runs, each rewriting its own section of the doc."""
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -312,8 +347,9 @@ def run_sections(doc: Path | None, runs: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the ~2-minute subset (CI)")
-    parser.add_argument("--runs", type=int, help="runs per comparison (default 5, quick 2)")
-    parser.add_argument("--only", help="comma-separated steps: " + ",".join(n for n, _ in STEPS))
+    parser.add_argument("--runs", type=int, help="runs per comparison (default 5, quick 3)")
+    names = [name for name, _ in STEPS] + [name for name, _ in SECTIONS]
+    parser.add_argument("--only", help="comma-separated steps and suites: " + ",".join(names))
     parser.add_argument("--write", type=Path, help=f"the markdown file (full default: {DOC})")
     parser.add_argument("--json", type=Path, help=f"raw results (full default: {JSON_FILE})")
     parser.add_argument("--no-sections", action="store_true", help="skip the per-script suites")
@@ -321,8 +357,10 @@ def main() -> int:
     plan = QUICK if args.quick else FULL
     if args.runs:
         plan = Plan(**{**asdict(plan), "runs": args.runs})
-    wanted = set(args.only.split(",")) if args.only else {name for name, _ in STEPS}
-    unknown = wanted - {name for name, _ in STEPS}
+    every_step = {name for name, _ in STEPS}
+    every_section = set() if args.quick or args.no_sections else {name for name, _ in SECTIONS}
+    wanted = set(args.only.split(",")) if args.only else every_step | every_section
+    unknown = wanted - set(names)
     if unknown:
         parser.error(f"unknown steps: {', '.join(sorted(unknown))}")
     doc = args.write or (None if args.quick else DOC)
@@ -343,12 +381,15 @@ def main() -> int:
             errors[name] = traceback.format_exc()
             progress(f"  {name} CRASHED:\n{errors[name]}")
     sections: dict[str, Any] = {}
-    if not args.quick and not args.no_sections and not args.only:
+    for name, section in SECTIONS:
+        if name not in wanted:
+            continue
+        progress(f"suite {name} ...")
         try:
-            sections = run_sections(doc, plan.runs)
+            sections[name] = section(doc, plan.runs)
         except Exception:
-            errors["sections"] = traceback.format_exc()
-            progress(f"  the per-script suites CRASHED:\n{errors['sections']}")
+            errors[name] = traceback.format_exc()
+            progress(f"  suite {name} CRASHED:\n{errors[name]}")
     load_after = os.getloadavg()
     context = bench_summary.Context(
         mode="quick" if args.quick else "full",
@@ -360,22 +401,32 @@ def main() -> int:
         plan=asdict(plan),
         seconds=time.monotonic() - started,
     )
-    budgets = bench_summary.budgets(samples.values, samples.notes)
-    text = bench_summary.render(context, samples.values, samples.notes, budgets, errors)
-    print(text)
-    if doc:
-        bench_summary.write_summary(doc, text)
-        progress(f"wrote {doc}")
+    ran_steps = bool(wanted & every_step)
+    if ran_steps:
+        budgets = bench_summary.budgets(samples.values, samples.notes)
+        text = bench_summary.render(context, samples.values, samples.notes, budgets, errors)
+        print(text)
+        if doc:
+            bench_summary.write_summary(doc, text)
+            progress(f"wrote {doc}")
     if json_path:
-        raw = {
-            "context": asdict(context),
-            "samples": samples.values,
-            "notes": samples.notes,
-            "medians": {k: statistics.median(v) for k, v in samples.values.items() if v},
-            "budgets": [asdict(b) for b in budgets],
-            "sections": sections,
-            "errors": errors,
-        }
+        # Suites run on their own add to the file; a run of the steps replaces their part.
+        raw: dict[str, Any] = {}
+        if json_path.exists():
+            raw = json.loads(json_path.read_text())
+        raw.setdefault("sections", {}).update(sections)
+        raw.setdefault("sections_context", {}).update({name: asdict(context) for name in sections})
+        if ran_steps:
+            raw.update(
+                {
+                    "context": asdict(context),
+                    "samples": samples.values,
+                    "notes": samples.notes,
+                    "medians": {k: statistics.median(v) for k, v in samples.values.items() if v},
+                    "budgets": [asdict(b) for b in budgets],
+                    "errors": errors,
+                }
+            )
         json_path.write_text(json.dumps(raw, indent=1, default=str) + "\n")
         progress(f"wrote {json_path}")
     progress(f"bench: done in {time.monotonic() - started:.0f} s; {len(errors)} crashed")

@@ -49,19 +49,21 @@ def timed(argv: list[str], cwd: Path) -> float:
     return elapsed
 
 
-def node_ready() -> bool:
+def node_ready(install: bool = True) -> bool:
+    """Whether node and the TypeScript SDK are there; ``npm ci`` first when ``install``."""
     if shutil.which("node") is None:
         return False
     if not (NODE_DIR / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
-        if shutil.which("npm") is None:
+        if not install or shutil.which("npm") is None:
             return False
         subprocess.run(["npm", "ci", "--silent"], cwd=NODE_DIR, check=True, timeout=600)
     return True
 
 
-def rounds(runs: int, use_node: bool = True) -> dict[str, list[float]]:
+def rounds(runs: int, use_node: bool = True, install: bool = True) -> dict[str, list[float]]:
     """``runs`` interleaved rounds (after one warm-up round): ``--help``, the bridge's one-shot
-    run and, when node is ready (and ``use_node``), the TypeScript client's; seconds each."""
+    run and, when node is ready (and ``use_node``), the TypeScript client's; seconds each.
+    ``install`` lets it run ``npm ci`` when the TypeScript SDK is missing."""
     compileall.compile_dir(str(ROOT / "acp_bridge"), quiet=1)
     compileall.compile_dir(str(ROOT / "fixtures" / "agents"), quiet=1)
     bridge = [sys.executable, "-m", "acp_bridge"]
@@ -70,7 +72,7 @@ def rounds(runs: int, use_node: bool = True) -> dict[str, list[float]]:
     ts_runs: list[float] = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        have_node = use_node and node_ready()
+        have_node = use_node and node_ready(install)
         for index in range(runs + 1):  # the first round warms the caches, not counted
             store = work / f"store{index}" / "s.db"
             help_time = timed([*bridge, "--help"], work)
