@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 ANSWER_S = 60.0
 ACTIONS = [("plain", 3), ("flood", 2), ("cancel", 2), ("stubborn cancel", 1), ("kill", 2),
            ("two prompts", 1), ("permission", 1)]  # fmt: skip
+REPLACING = ("kill", "stubborn cancel")
+"""Actions that end the agent process (a kill; a stubborn turn's quarantine)."""
+UPTIME_RESET_S = 65.0
+"""The proxy's restart backoff doubles up to 30 s and resets after 60 s of uptime: agent
+replacements closer together than this would make every later restart wait up to 30 s."""
 PLAIN = ["echo {t}", "echo {t}; burst 2000", "echo {t}; stderr 1", "echo {t}; noise 3",
          "echo {t}; late 200", "echo {t}; tool in_progress"]  # fmt: skip
 
@@ -132,9 +137,17 @@ async def editor_loop(soak: Soak) -> None:
             ledger.violate(f"proxy: no session ({init}, {new})")
             return
         session = new["result"]["sessionId"]
+        loop = asyncio.get_running_loop()
+        replaced_at = -UPTIME_RESET_S
         editor.sample()
         while not soak.over():
-            await one_action(editor, session, pick_action(rng), rng)
+            action = pick_action(rng)
+            if action in REPLACING:
+                if loop.time() - replaced_at < UPTIME_RESET_S:
+                    action = "flood"
+                else:
+                    replaced_at = loop.time()
+            await one_action(editor, session, action, rng)
     finally:
         await close_proxy(soak, editor, reader)
 

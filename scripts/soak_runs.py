@@ -80,6 +80,7 @@ class Run:
     agents: list[psutil.Process] = field(default_factory=list)
     started_turns: int = 0
     first_turn: asyncio.Event = field(default_factory=asyncio.Event)
+    second_owner: asyncio.Task[bool] | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     """Set at the ``session`` event: the run's signal handling is surely installed by then
     (signals before it are the start-up probe's business, see :func:`startup_probe`)."""
@@ -187,7 +188,9 @@ async def _fault(soak: Soak, run: Run, fault: str, rng: random.Random) -> None:
         except psutil.Error:
             pass
     elif fault == "second owner" and run.conversation:
-        done = await _second_owner(soak, run.conversation)
+        # Its own task, awaited by bridge_run: the first owner's exit must not abandon it.
+        run.second_owner = asyncio.create_task(_second_owner(soak, run.conversation))
+        done = await asyncio.shield(run.second_owner)
     soak.ledger.counts[f"fault {fault}" if done else "fault skipped (run already over)"] += 1
 
 
@@ -198,12 +201,16 @@ async def _second_owner(soak: Soak, conversation: str) -> bool:
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=soak.env, cwd=soak.workdir, start_new_session=True,
     )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), RUN_HANG_S)
+    soak.live.add(proc)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), RUN_HANG_S)
+    finally:
+        soak.live.discard(proc)
     if proc.returncode == 2 and b"is in use by" in err:
         soak.ledger.refused_tags.add(tag)
         soak.ledger.counts["second owner refused"] += 1
         return True
-    if proc.returncode == 0 and b"turn_started" in out:
+    if proc.returncode in (0, 4) and b'"session"' in out:
         # The first owner had already exited: this run was the owner. Fine, not a refusal.
         soak.ledger.counts["second owner ran (the first had exited)"] += 1
         return False
@@ -244,6 +251,8 @@ async def bridge_run(soak: Soak, args: list[str], stdin_lines: list[str] | None,
             task.cancel()
     await asyncio.gather(*readers, return_exceptions=True)
     await asyncio.gather(*helpers, return_exceptions=True)
+    if run.second_owner is not None:
+        await asyncio.gather(run.second_owner, return_exceptions=True)
     code = run.proc.returncode
     ledger.exit_codes[str(code)] += 1
     ledger.bridge_peak_rss_mib.append(round(run.peak_rss_mib, 1))
