@@ -344,6 +344,25 @@ SECTIONS: list[tuple[str, Callable[[Path | None, int], Any]]] = [
 # -- main ---------------------------------------------------------------------------------------
 
 
+def rewrite_summary(raw_path: Path, doc: Path) -> int:
+    """The summary again from saved raw samples (after its wording changed, say)."""
+    raw = json.loads(raw_path.read_text())
+    context = raw["context"]
+    context["load_before"], context["load_after"] = (
+        tuple(context["load_before"]),
+        tuple(context["load_after"]),
+    )
+    context["suites"] = tuple(context.get("suites", ()))
+    values, notes = raw["samples"], raw.get("notes", {})
+    budgets = bench_summary.budgets(values, notes)
+    text = bench_summary.render(
+        bench_summary.Context(**context), values, notes, budgets, raw.get("errors", {})
+    )
+    bench_summary.write_summary(doc, text)
+    progress(f"wrote {doc}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the ~2-minute subset (CI)")
@@ -353,7 +372,12 @@ def main() -> int:
     parser.add_argument("--write", type=Path, help=f"the markdown file (full default: {DOC})")
     parser.add_argument("--json", type=Path, help=f"raw results (full default: {JSON_FILE})")
     parser.add_argument("--no-sections", action="store_true", help="skip the per-script suites")
+    parser.add_argument(
+        "--from-json", type=Path, help="measure nothing: write the summary from this raw file"
+    )
     args = parser.parse_args()
+    if args.from_json:
+        return rewrite_summary(args.from_json, args.write or DOC)
     plan = QUICK if args.quick else FULL
     if args.runs:
         plan = Plan(**{**asdict(plan), "runs": args.runs})
@@ -400,6 +424,7 @@ def main() -> int:
         load_after=load_after,
         plan=asdict(plan),
         seconds=time.monotonic() - started,
+        suites=tuple(sections),
     )
     ran_steps = bool(wanted & every_step)
     if ran_steps:

@@ -29,6 +29,8 @@ class Context:
     load_after: tuple[float, float, float]
     plan: dict[str, Any]
     seconds: float
+    suites: tuple[str, ...] = ()
+    """The per-script suites re-run in the same invocation (their sections rewritten)."""
 
 
 @dataclass
@@ -472,7 +474,13 @@ def render(
         f"{plan['runs']} interleaved runs per comparison, {context.seconds / 60:.1f} min. "
         f"Load average (1, 5, 15 min) {lb[0]:.1f}, {lb[1]:.1f}, {lb[2]:.1f} at the start and "
         f"{la[0]:.1f}, {la[1]:.1f}, {la[2]:.1f} at the end, on {_cores()} cores: the machine "
-        "was shared, so absolute times are noisy; ratios taken within a run are what counts.\n",
+        "was shared, so absolute times are noisy; ratios taken within a run are what counts. "
+        + (
+            f"Per-script suites re-run with it: {', '.join(context.suites)}."
+            if context.suites
+            else "The per-script sections below were not re-run with it: each has its own date."
+        )
+        + "\n",
         _table(
             ["budget", "from", "measured (median)", "verdict"],
             [
