@@ -65,6 +65,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--fast-agent-python", metavar="PYTHON", help="a Python >= 3.13 for fast-agent-mcp's venv"
     )
+    parser.add_argument(
+        "--from-json", metavar="FILE", help="run nothing: print (and --write) the results in FILE"
+    )
     parser.add_argument("--agent", action="append", help="only this agent row (repeatable)")
     parser.add_argument("--path", action="append", help="only this client path column (repeatable)")
     parser.add_argument(
@@ -157,6 +160,12 @@ def _load() -> str:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.from_json:
+        results = json.loads(Path(args.from_json).read_text())
+        print(matrix_text(results))
+        if args.write:
+            Path(args.write).write_text(markdown(results))
+        return 1 if any(c["status"] == "fail" for c in results["cells"]) else 0
     found, rows = availability(args)
     rows = [a for a in rows if not args.agent or a.name in args.agent]
     paths = [p for p in PATHS if not args.path or p.name in args.path]

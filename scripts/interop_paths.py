@@ -97,7 +97,8 @@ def run_cell(agent: Agent, path: ClientPath, workdir: Path) -> dict[str, Any]:
         not_checked["load"] = "the agent offers no session/load (loadSession false)"
         not_checked["restart"] = (
             "the agent can neither load nor resume a session, so no restart can keep it"
-            " (the proxy then answers -32002 'session lost', as docs/proxy.md says)"
+            " (through the proxy the next prompt gets an error with recoverable false, as"
+            " docs/proxy.md says)"
         )
     elif not path.restarts:
         not_checked["restart"] = "a bare SDK client does not restart agents (the proxy adds that)"
