@@ -78,14 +78,18 @@ class Catalog:
     registry_path: str | None
 
 
-def add_agent_options(parser: argparse.ArgumentParser) -> None:
-    """Add ``--agent``, ``--config``, ``--registry`` and ``--mcp`` (see the module docstring)."""
+def add_agent_options(parser: argparse.ArgumentParser, *, mcp: bool = True) -> None:
+    """Add ``--agent``, ``--config``, ``--registry`` and ``--mcp`` (see the module docstring).
+    ``mcp=False`` leaves ``--mcp`` out (the proxy: the editor chooses each session's servers)."""
     parser.add_argument(
         "--agent",
         metavar="NAME",
         help="a named agent instead of -- CMD (built-in, config or registry: acp-bridge agents)",
     )
     add_config_options(parser)
+    if not mcp:
+        parser.set_defaults(mcp=[])
+        return
     parser.add_argument(
         "--mcp",
         action="append",

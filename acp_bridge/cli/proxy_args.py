@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 
 from acp_bridge.cli.named_agents import add_agent_options
-from acp_bridge.cli.options import OneLineParser, byte_count, count, directory, seconds
+from acp_bridge.cli.options import (
+    OneLineParser,
+    byte_count,
+    count,
+    directory,
+    positive_seconds,
+    seconds,
+)
 
 __all__ = ["register"]
 
@@ -53,7 +60,7 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     )
     proxy.add_argument(
         "--startup-timeout",
-        type=seconds,
+        type=positive_seconds,
         default=60.0,
         metavar="SECONDS",
         help="how long a restarted agent gets to initialize and restore the sessions (default: 60)",
@@ -90,7 +97,7 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         default=argparse.SUPPRESS,
         help="log more (-vv for debug)",
     )
-    add_agent_options(proxy)  # --agent NAME, --config, --registry, --mcp
+    add_agent_options(proxy, mcp=False)  # --agent NAME, --config, --registry
     proxy.add_argument(
         "agent_cmd",
         nargs=argparse.REMAINDER,

@@ -38,7 +38,11 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     if args.redact and not args.record:
         parser.error("proxy: --redact needs --record FILE")
     verbosity = getattr(args, "verbose", 0) or 0
-    _configure_logging(args.log, verbosity)
+    try:
+        _configure_logging(args.log, verbosity)
+    except OSError as exc:
+        print(f"acp-bridge proxy: cannot open the log {args.log}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
     if agent.mcp_servers:
         log.warning(
             "agent %s: its configured MCP servers are not used by the proxy (the editor "

@@ -102,7 +102,7 @@ class EventPrinter:
             message = error.get("message") if isinstance(error, dict) else error
             self._note(f"message {event['seq']} failed ({recoverable}): {message}")
         elif kind == "agent_exited":
-            self._note(f"agent {self.agent} {event.get('reason')}")
+            self._note(f"agent {self.agent} ended: {event.get('reason')}")
         elif kind == "agent_restarted":
             self._note(f"restarting {self.agent} (attempt {event.get('attempt')})")
         elif kind == "session_replaced":

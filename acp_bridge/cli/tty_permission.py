@@ -26,6 +26,16 @@ __all__ = ["permission_policy", "terminal_available"]
 TTY_PATH: Final = "/dev/tty"
 _POLL_S: Final = 0.2
 _MAX_ANSWER_BYTES: Final = 256
+_ASKS: Final = 3
+"""Answers that are none of the choices are asked again, at most this many times in all."""
+_LETTER_KINDS: Final = {
+    "y": ("allow_once", "allow_always"),
+    "yes": ("allow_once", "allow_always"),
+    "a": ("allow_always",),
+    "always": ("allow_always",),
+    "n": ("reject_once", "reject_always"),
+    "no": ("reject_once", "reject_always"),
+}
 
 
 def terminal_available(path: str = TTY_PATH) -> bool:
@@ -62,23 +72,35 @@ class TerminalAsker:
         self._lock = anyio.Lock()
 
     async def ask(self, request: Any) -> str | None:
-        """The chosen option id, or None (empty answer, no terminal, or cancelled)."""
+        """The chosen option id, or None (empty answer, no terminal, cancelled, or three
+        answers that were none of the choices)."""
         options = list(request.options)
         title = request.tool_call.title or "a tool call"
         lines = [f"\nacp-bridge: the agent asks permission for: {title}"]
         lines += [f"  {i}) {option.name} [{option.kind}]" for i, option in enumerate(options, 1)]
-        question = "\n".join(lines) + "\nchoose a number (empty: cancel): "
-        abandoned = threading.Event()
+        question = (
+            "\n".join(lines) + "\nchoose a number, or y (allow once), a (always), n (reject); "
+            "empty: cancel: "
+        )
         async with self._lock:
-            try:
-                answer = await anyio.to_thread.run_sync(
-                    self._ask_blocking, question, abandoned, abandon_on_cancel=True
-                )
-            finally:
-                abandoned.set()  # the thread stops polling within _POLL_S
-        if answer is not None and answer.isdigit() and 1 <= int(answer) <= len(options):
-            return str(options[int(answer) - 1].option_id)
+            for _attempt in range(_ASKS):
+                answer = await self._ask_once(question)
+                if not answer:
+                    return None
+                chosen = _chosen(answer, options)
+                if chosen is not None:
+                    return chosen
+                question = f"acp-bridge: {answer!r} is not one of the choices; again: "
         return None
+
+    async def _ask_once(self, question: str) -> str | None:
+        abandoned = threading.Event()
+        try:
+            return await anyio.to_thread.run_sync(
+                self._ask_blocking, question, abandoned, abandon_on_cancel=True
+            )
+        finally:
+            abandoned.set()  # the thread stops polling within _POLL_S
 
     def _ask_blocking(self, question: str, abandoned: threading.Event) -> str | None:
         try:
@@ -99,6 +121,21 @@ class TerminalAsker:
                 return None
         except OSError:
             return None
+
+
+def _chosen(answer: str, options: list[Any]) -> str | None:
+    """The option id an answer names: its number, or y/a/n by the option's kind."""
+    if answer.isdigit():
+        index = int(answer)
+        return str(options[index - 1].option_id) if 1 <= index <= len(options) else None
+    kinds = _LETTER_KINDS.get(answer.lower())
+    if kinds is None:
+        return None
+    for kind in kinds:
+        for option in options:
+            if str(option.kind) == kind:
+                return str(option.option_id)
+    return None
 
 
 def _say(text: str) -> None:

@@ -67,7 +67,7 @@ def exit_error(
         after = "it was restarted and the session was restored; the request was not re-sent"
     else:
         after = f"it was restarted but the session could not be restored ({why_not})"
-    message = f"agent {name} {record.reason} during this request; {after}"
+    message = f"agent {name} ended during this request ({record.reason}); {after}"
     tail = _tail(record)
     if tail:
         message += f"\nLast stderr lines of the agent:\n{tail}"

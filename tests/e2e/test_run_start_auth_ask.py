@@ -240,7 +240,7 @@ def test_permission_ask_asks_on_the_terminal(tmp_path: Path, answer: bytes, outc
         tmp_path,
     )
     try:
-        terminal.read_until(b"choose a number (empty: cancel): ")
+        terminal.read_until(b"empty: cancel: ")
         assert b"the agent asks permission for:" in terminal.seen
         assert b"2) " in terminal.seen and b"[allow_once]" in terminal.seen
         terminal.type(answer)
@@ -252,13 +252,32 @@ def test_permission_ask_asks_on_the_terminal(tmp_path: Path, answer: bytes, outc
         terminal.close()
 
 
+def test_an_answer_that_is_no_choice_is_asked_again_and_y_allows(tmp_path: Path) -> None:
+    """Before, any answer that was not a listed number (a stray "y", as chat teaches) silently
+    cancelled the request."""
+    terminal = Terminal(
+        ["--store", str(tmp_path / "s.db"), "--permission", "ask", "-m", "go", "--", *PERMISSION],
+        tmp_path,
+    )
+    try:
+        terminal.read_until(b"empty: cancel: ")
+        terminal.type(b"maybe\r")
+        terminal.read_until(b"'maybe' is not one of the choices; again: ")
+        terminal.type(b"y\r")
+        terminal.read_until(b"permission selected")
+        terminal.read_until(b"allow_once")
+        assert terminal.finish() == 0
+    finally:
+        terminal.close()
+
+
 def test_the_default_on_a_terminal_is_to_ask(tmp_path: Path) -> None:
     """--help says the default is "ask on a terminal, deny otherwise": the code now agrees."""
     terminal = Terminal(
         ["--store", str(tmp_path / "s.db"), "-m", "go", "--", *PERMISSION], tmp_path
     )
     try:
-        terminal.read_until(b"choose a number (empty: cancel): ")
+        terminal.read_until(b"empty: cancel: ")
         terminal.type(b"2\n")
         terminal.read_until(b"permission selected")
         assert terminal.finish() == 0
