@@ -29,6 +29,7 @@ import anyio.to_thread
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from acp_bridge.errors import SpawnError
+from acp_bridge.process.parent_death import dying_with_parent
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
 
@@ -48,7 +49,7 @@ def spawn_early(
         env = spec.resolve_env(base_env if base_env is not None else os.environ)
     try:
         return subprocess.Popen(
-            list(spec.argv),
+            dying_with_parent(spec.argv, cwd=spec.cwd, env=env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

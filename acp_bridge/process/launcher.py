@@ -43,6 +43,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from acp_bridge.errors import SpawnError
 from acp_bridge.process import killer
+from acp_bridge.process.parent_death import dying_with_parent
 from acp_bridge.process.spec import AgentSpec
 
 __all__ = [
@@ -377,7 +378,7 @@ async def _spawn(spec: AgentSpec, base_env: Mapping[str, str] | None) -> Process
         env = spec.resolve_env(base_env)
     try:
         return await anyio.open_process(
-            list(spec.argv),
+            dying_with_parent(spec.argv, cwd=spec.cwd, env=env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

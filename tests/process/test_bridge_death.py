@@ -47,3 +47,38 @@ async def test_a_signalled_bridge_takes_the_whole_agent_tree_with_it(
 
 async def test_a_bridge_that_fails_with_an_exception_leaves_no_agent_behind() -> None:
     assert await _run_host(signal.SIGUSR1) == 1
+
+
+def test_a_bridge_killed_outright_takes_a_stubborn_agent_with_it(tmp_path: Path) -> None:
+    """SIGKILL leaves the bridge no chance to stop anything. The agent, in its own session,
+    used to live on: a stubborn one that ignores stdin's end never noticed (found by the soak).
+    It is started with a parent-death signal (setpriv --pdeathsig KILL) where Linux has it."""
+    import os
+    import shutil
+    import socket
+
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed: no parent-death signal here")
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)
+    stubborn = ROOT / "fixtures" / "agents" / "stubborn_agent.py"
+    bridge = subprocess.Popen(
+        [sys.executable, "-m", "acp_bridge", "run", "--store", str(tmp_path / "s.db"),
+         "-m", "hang", "--", sys.executable, "-u", str(stubborn), "--linger", "--quiet",
+         "--connect-back", str(listener.getsockname()[1])],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    agent = None
+    try:
+        agent, _ = listener.accept()
+        agent.settimeout(30)
+        bridge.send_signal(signal.SIGKILL)
+        bridge.wait(timeout=30)
+        while agent.recv(4096):  # the agent's end closes when it dies
+            pass
+    finally:
+        bridge.kill()
+        if agent is not None:
+            agent.close()
+        listener.close()
