@@ -40,13 +40,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_budgets  # noqa: E402
 import bench_client  # noqa: E402
 import bench_growth  # noqa: E402
 import bench_oneshot  # noqa: E402
 import bench_proxy  # noqa: E402
 import bench_summary  # noqa: E402
 import bench_turns  # noqa: E402
-from benchlib import code_version, machine, write_section  # noqa: E402
+from bench_suites import SECTIONS  # noqa: E402
+from benchlib import code_version, machine  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
 JSON_FILE = ROOT / "docs" / "benchmarks.json"
@@ -272,75 +274,6 @@ STEPS: list[tuple[str, Callable[[Plan, Samples], None]]] = [
 ]
 
 
-# -- the per-script suites (full run) -------------------------------------------------------------
-
-
-def section_rpc(doc: Path | None, runs: int) -> Any:
-    import bench_rpc
-
-    rows = bench_rpc.run_all(runs, 100_000, 5_000)
-    if doc:
-        write_section(doc, "bench_rpc", bench_rpc.render(rows, runs), "")
-    return [{"label": r[0], "ours": r[1], "sdk": r[2]} for r in rows]
-
-
-def section_client(doc: Path | None, runs: int) -> Any:
-    client = bench_client.run_all(runs, 10_000)
-    if doc:
-        body = bench_client.render(client, runs, 10_000) + "\n" + bench_client.WHERE_THE_TIME_GOES
-        write_section(doc, "bench_client", body, bench_client.INTRO)
-    return client.values
-
-
-def section_turns(doc: Path | None, runs: int) -> Any:
-    backends = bench_turns.BACKENDS
-    turns = bench_turns.run_all(runs, 3, 1000, backends)
-    if doc:
-        body = bench_turns.render(turns, runs, 3, 1000, backends)
-        write_section(
-            doc, "bench_turns", body + "\n" + bench_turns.WHERE_THE_TIME_GOES, bench_turns.INTRO
-        )
-    return turns.values
-
-
-def section_floods(doc: Path | None, runs: int) -> Any:
-    import bench_floods
-
-    floods = bench_floods.run_all(1, False, bench_floods.BACKENDS)
-    if doc:
-        write_section(doc, "bench_floods", bench_floods.table(floods, 1, False), bench_floods.INTRO)
-    return {
-        f"{flood}/{backend}": [asdict(m) for m in measured]
-        for (flood, backend), measured in floods.items()
-    }
-
-
-def section_agent(doc: Path | None, runs: int) -> Any:
-    import importlib.util
-
-    if importlib.util.find_spec("litellm") is None:
-        progress("  skipped: litellm is not installed (the agent extra)")
-        return None
-    import bench_agent
-
-    load = os.getloadavg()[0]
-    figures = bench_agent.initialize_and_first_chunk(runs, 10)
-    imports = bench_agent.import_cost(runs)
-    if doc:
-        write_section(doc, "bench_agent", bench_agent.render(figures, imports, runs, load))
-    return {"figures": figures, "imports": imports}
-
-
-SECTIONS: list[tuple[str, Callable[[Path | None, int], Any]]] = [
-    ("rpc", section_rpc),
-    ("client", section_client),
-    ("turns", section_turns),
-    ("floods", section_floods),
-    ("agent", section_agent),
-]
-"""The per-script suites a full run re-runs, each rewriting its own section of the doc."""
-
-
 # -- main ---------------------------------------------------------------------------------------
 
 
@@ -354,7 +287,7 @@ def rewrite_summary(raw_path: Path, doc: Path) -> int:
     )
     context["suites"] = tuple(context.get("suites", ()))
     values, notes = raw["samples"], raw.get("notes", {})
-    budgets = bench_summary.budgets(values, notes)
+    budgets = bench_budgets.budgets(values, notes)
     text = bench_summary.render(
         bench_summary.Context(**context), values, notes, budgets, raw.get("errors", {})
     )
@@ -428,7 +361,7 @@ def main() -> int:
     )
     ran_steps = bool(wanted & every_step)
     if ran_steps:
-        budgets = bench_summary.budgets(samples.values, samples.notes)
+        budgets = bench_budgets.budgets(samples.values, samples.notes)
         text = bench_summary.render(context, samples.values, samples.notes, budgets, errors)
         print(text)
         if doc:
