@@ -82,12 +82,15 @@ def run_resolved(
     # This run answers for the messages it finds unsettled (left queued, or left running by a
     # bridge that died: recovered as failed) and for the ones it sends.
     unsettled = {m.seq for m in store.messages(record.id) if not m.is_final}
+    started = None
     try:
         started = early.adopt(spec) if early is not None else None
         return anyio.run(_run, args, store, record, spec, unsettled, started)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
+        if started is not None:
+            started.discard_if_running()  # interrupted before the supervisor took it over
         claimed.release()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -53,6 +54,10 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     if args.retry_failed and not continuing:
         parser.error("run: --retry-failed needs --resume or --conversation ID")
     check_messages(parser, args.message, args.max_message_bytes)  # usage errors spawn nothing
+    # Until run's own signal watcher is installed, SIGTERM and SIGHUP interrupt like Ctrl-C,
+    # so an agent already spawned is stopped on the way out instead of orphaned.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     early = None if continuing else _spawn_now(args, agent)
     try:
         from acp_bridge.cli.run import run_resolved
@@ -61,6 +66,10 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     finally:
         if early is not None:
             early.discard()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _spawn_now(args: argparse.Namespace, agent: ResolvedAgent) -> EarlyAgent | None:

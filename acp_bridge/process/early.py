@@ -124,6 +124,12 @@ class AdoptedProcess(Process):
     def stderr(self) -> ByteReceiveStream:
         return self._stderr
 
+    def discard_if_running(self) -> None:
+        """Kill the process group and reap it, unless it has already been reaped (by the
+        launcher that adopted it): for an interruption before anyone supervised it."""
+        if self._popen.returncode is None:
+            discard(self._popen)
+
     async def aclose(self) -> None:
         for stream in (self._stdin, self._stdout, self._stderr):
             await stream.aclose()

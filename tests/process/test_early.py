@@ -121,3 +121,36 @@ def test_run_kills_its_early_agent_when_the_store_cannot_be_opened(tmp_path: Pat
         agent.close()
     finally:
         listener.close()
+
+
+def test_sigterm_while_the_bridge_still_starts_stops_the_early_agent(tmp_path: Path) -> None:
+    """The agent is spawned before the bridge has imported itself; the signal arrives as soon
+    as the agent is up, while the bridge is (almost always) still importing. Before, SIGTERM
+    or SIGHUP in that window killed the bridge by the default action (exit 143, nothing said)
+    and orphaned the agent."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)
+    stubborn = fake("stubborn_agent.py", "--linger", "--ignore-sigterm", "--quiet").argv
+    bridge = subprocess.Popen(
+        [sys.executable, "-m", "acp_bridge", "run", "--store", str(tmp_path / "s.db"),
+         "-m", "hang", "--", *stubborn, "--connect-back", str(listener.getsockname()[1])],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    agent = None
+    try:
+        agent, _ = listener.accept()
+        bridge.send_signal(signal.SIGTERM)
+        _, err = bridge.communicate(timeout=30)
+        assert bridge.returncode == 130, err
+        assert b"Traceback" not in err
+        agent.settimeout(30)
+        while agent.recv(4096):  # closes when the agent dies
+            pass
+    finally:
+        bridge.kill()
+        if agent is not None:
+            agent.close()
+        listener.close()
