@@ -79,6 +79,7 @@ class Generation:
         self._witness = StartupWitness()
         self._start_failure: BaseException | None = None
         self._start_step = "initialize"
+        self._quarantined = False  # ended on purpose: see ExitRecord.ordered
 
     @property
     def pid(self) -> int | None:
@@ -89,6 +90,7 @@ class Generation:
         if self._process is None or self._ended.is_set():
             return
         self._reasons.insert(0, reason)
+        self._quarantined = True
         self._ended.set()
 
     def kill_now(self) -> None:
@@ -236,6 +238,7 @@ class Generation:
             signal=status.signal if status else None,
             reason=_joined(reasons[0] if reasons else "", described),
             stderr_tail=process.stderr_tail(20),
+            ordered=self._quarantined,
         )
 
 

@@ -61,6 +61,10 @@ class ExitRecord:
         reason: a short human description, e.g. ``"exited with code 1"``,
             ``"killed by SIGKILL"``, ``"watchdog: tree RSS 612 MiB over the 500 MiB limit"``.
         stderr_tail: the last lines the process wrote to stderr, for error messages.
+        ordered: the bridge ended the process on purpose (a quarantine: a cancel it did not
+            answer within the grace window). It is restarted at once and does not count
+            against the restart limit, so a user's repeated cancels never use up an agent that
+            is healthy but slow to stop.
     """
 
     at_s: float
@@ -69,6 +73,7 @@ class ExitRecord:
     signal: int | None
     reason: str
     stderr_tail: str = ""
+    ordered: bool = False
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.at_s):
@@ -173,10 +178,13 @@ class RestartPolicy:
         if not history:
             raise ValueError("decide() needs at least the exit just observed")
         run = history[self._run_start(history) :]
-        in_window = [record for record in run if record.at_s > now - self.window_s]
+        if history[-1].ordered:
+            return Restart(delay_s=0.0, attempt=len(run))
+        failures = [record for record in run if not record.ordered]
+        in_window = [record for record in failures if record.at_s > now - self.window_s]
         if len(in_window) > self.max_restarts:
             return GiveUp(self._give_up_reason(name, len(in_window), history[-1]), tuple(history))
-        return Restart(delay_s=self.delay_for(len(run)), attempt=len(run))
+        return Restart(delay_s=self.delay_for(len(failures)), attempt=len(run))
 
     def delay_for(self, attempt: int) -> float:
         """The backoff before restart number ``attempt`` (1-based) of a run of quick exits."""

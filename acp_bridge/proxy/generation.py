@@ -51,6 +51,7 @@ class Generation:
         on_send: Callable[[bytes, bool], None] | None = None,
     ) -> None:
         self.number = number
+        self.quarantined = False
         self.pid = process.pid
         self.on_send = on_send
         """Called with every line before it is written (the recording)."""
@@ -82,7 +83,9 @@ class Generation:
         self._own.clear()
 
     def quarantine(self, reason: str) -> None:
-        """End it and SIGKILL its tree now (the graceful stop then only reaps)."""
+        """End it and SIGKILL its tree now (the graceful stop then only reaps). The exit is
+        ``ordered`` (see :class:`ExitRecord`): it does not count against the restart limit."""
+        self.quarantined = True
         self.end(reason)
         self.process.kill_now()
 

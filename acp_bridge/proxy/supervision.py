@@ -194,6 +194,7 @@ class AgentSupervisor:
             None if status is None else status.signal,
             reason,
             process.stderr_tail(),
+            ordered=gen.quarantined,
         )
 
     async def _live(self, gen: Generation) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.errors import AgentExitedError
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
@@ -75,8 +76,15 @@ async def test_a_long_grace_window_and_restart_delay_run_on_the_mock_clock(
         closed_after = anyio.current_time() - started
         assert outcome.status == "cancelled" and outcome.quarantined
         assert GRACE_S <= closed_after < GRACE_S + 5  # on the mock clock
-        response = await session.run("echo next")  # waits out the mock restart delay
+        response = await session.run("echo next")  # a quarantine restarts at once
         assert response.stop_reason == "end_turn"
-        assert anyio.current_time() - started >= GRACE_S + RESTART_DELAY_S
+        assert anyio.current_time() - started < GRACE_S + RESTART_DELAY_S
         assert agent.generation == 2
+        crashed_at = anyio.current_time()
+        with pytest.raises(AgentExitedError):
+            await session.run("crash KILL")
+        response = await session.run("echo after")  # waits out the mock restart delay
+        assert response.stop_reason == "end_turn"
+        assert anyio.current_time() - crashed_at >= RESTART_DELAY_S
+        assert agent.generation == 3
     assert anyio.current_time() - real_started >= GRACE_S  # the clock is the mock one

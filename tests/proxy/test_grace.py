@@ -59,3 +59,27 @@ async def test_a_cooperative_cancel_is_the_agents_own_answer() -> None:
         again = await editor.call("session/prompt", prompt_params(session_id, "echo c; wait 0"))
         assert again["result"] == {"stopReason": "end_turn"}
         assert await editor.close_and_wait() == 0
+
+
+async def test_repeated_stubborn_cancels_never_use_up_the_agent(tmp_path: Path) -> None:
+    """Each grace-window quarantine was counted as a crash: the few cancels a user makes of a
+    long tool run ended the agent for good (exit 3). They are restarts the bridge ordered and
+    don't count against --max-restarts (here 1)."""
+    flags = ["--quiet", "--history", str(tmp_path / "h.json")]
+    argv = proxy(
+        "--grace", str(GRACE_S), "--max-restarts", "1",
+        agent_argv=agent("echo_agent.py", "--on-cancel", "ignore", *flags),
+    )  # fmt: skip
+    async with open_editor(argv) as editor:
+        session_id = await editor.handshake()
+        for _round in range(4):
+            stubborn = await editor.request(
+                "session/prompt", prompt_params(session_id, "echo busy; hang")
+            )
+            await editor.until(lambda m: chunk_text(m) is not None)
+            await editor.notify("session/cancel", {"sessionId": session_id})
+            answer = await editor.response(stubborn)
+            assert answer["result"] == {"stopReason": "cancelled"}
+        fine = await editor.call("session/prompt", prompt_params(session_id, "echo still here"))
+        assert fine["result"] == {"stopReason": "end_turn"}
+        assert await editor.close_and_wait() == 0

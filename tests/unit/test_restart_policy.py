@@ -353,3 +353,26 @@ def test_a_supervisor_obeying_it_never_restarts_more_than_the_cap_in_any_window(
     for t in restarted_at:
         window = policy.window_s - 1e-6
         assert sum(1 for s in restarted_at if t - window < s <= t) <= policy.max_restarts
+
+
+def quarantined(at_s: float) -> ExitRecord:
+    return ExitRecord(at_s, QUICK_S, None, 9, "was quarantined: no answer to cancel", ordered=True)
+
+
+def test_quarantines_restart_at_once_and_never_use_up_the_agent() -> None:
+    """A user who cancels again and again an agent slow to honour cancel must not make the
+    bridge give up on it (found in review: the 6th stop in 5 minutes ended the agent)."""
+    policy = RestartPolicy(max_restarts=2)
+    history = [quarantined(float(t)) for t in range(20)]
+    decision = policy.decide(history, now=20.0)
+    assert isinstance(decision, Restart)
+    assert decision.delay_s == 0.0
+
+
+def test_crashes_between_quarantines_still_count_and_back_off() -> None:
+    policy = RestartPolicy(max_restarts=2, first_delay_s=0.0, initial_delay_s=0.25)
+    history = [crash(1.0), quarantined(2.0), crash(3.0)]
+    decision = policy.decide(history, now=3.0)
+    assert isinstance(decision, Restart) and decision.delay_s == 0.25  # the second failure
+    history += [quarantined(4.0), crash(5.0)]
+    assert isinstance(policy.decide(history, now=5.0), GiveUp)  # three failures > 2
