@@ -241,7 +241,7 @@ def agents(fast_agent: Path) -> list[Agent]:
             EXPECT,
             "flood 200000",
             False,
-            quick=("py-sdk+proxy", "ts-sdk+proxy"),
+            quick=("py-sdk+proxy",),
         ),
         Agent(
             "typescript-sdk",
