@@ -95,7 +95,7 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"- Date: {env['date']} (the whole run took {env['seconds']} s)",
         f"- Machine: {env['machine']}",
-        f"- {env['python']}; acp-bridge at commit {env['acp_bridge_commit']}",
+        f"- {env['python']}; acp-bridge at commit {env['acp_bridge_commit']} (at the start)",
         "- Versions:",
     ]
     lines += [f"  - {name}: {version}" for name, version in env["versions"].items()]
