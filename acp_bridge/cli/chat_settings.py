@@ -83,6 +83,11 @@ async def choose_mode(conversation: Conversation, mode_id: str) -> str:
         _check(mode_id, option, "mode")
         await conversation.set_config_option(option.id, mode_id)
     else:
+        modes = conversation.session.modes
+        offered = [mode.id for mode in modes.available_modes] if modes is not None else []
+        if offered and mode_id not in offered:
+            choices = ", ".join(offered)
+            raise ValueError(f"the agent offers no mode {mode_id!r}; it offers {choices}")
         await conversation.set_mode(mode_id)
     return f"mode: {mode_id}"
 

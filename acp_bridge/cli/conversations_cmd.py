@@ -270,13 +270,13 @@ def _outcome_text(message: StoredMessage) -> str:
     state = message.state.value
     if message.stop_reason and state in ("done", "cancelled"):
         state += f" ({message.stop_reason})"
-    if message.error is not None:
-        recoverable = "recoverable" if message.recoverable else "not recoverable"
-        state += f" ({recoverable}): {message.error.get('message', '')}"
     if message.attempts > 1:
         state += f", {message.attempts} attempts"
     if message.finished_at is not None:
         state += f", {_when(message.finished_at)}"
+    if message.error is not None:  # last: it may run over several lines (a stderr tail)
+        recoverable = "recoverable" if message.recoverable else "not recoverable"
+        state += f" ({recoverable}): {message.error.get('message', '')}"
     return state
 
 

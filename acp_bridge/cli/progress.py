@@ -35,6 +35,15 @@ class StartupProgress:
             await self._finished.wait()
         while not self._finished.is_set():
             waited = anyio.current_time() - started
+            if waited >= self._timeout_s:
+                self._stream.write(
+                    f"\racp-bridge: {self._name} did not start within {self._timeout_s:g} s; "
+                    "stopping it\x1b[K"
+                )
+                self._stream.flush()
+                self._shown = True
+                await self._finished.wait()
+                return
             self._stream.write(
                 f"\racp-bridge: starting {self._name}... {waited:.0f} s "
                 f"(gives up at {self._timeout_s:g} s)\x1b[K"

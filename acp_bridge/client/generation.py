@@ -205,8 +205,9 @@ class Generation:
         reasons = self._reasons
         # A start that failed on a closed stdout (e.g. a script that printed and exited) is
         # worth the wait: its exit status completes the diagnosis.
-        closed_at_start = self._start_failure is not None and peer.is_closed
-        if not process.has_exited and (not reasons or closed_at_start):
+        failed_start = self._start_failure is not None
+        closed_at_start = failed_start and peer.is_closed
+        if not process.has_exited and ((not reasons and not failed_start) or closed_at_start):
             # stdout ended first: usually the exit itself, seen a moment before waitpid.
             with anyio.move_on_after(self._options.exit_report_timeout_s):
                 await process.wait_exited()

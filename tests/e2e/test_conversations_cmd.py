@@ -95,7 +95,8 @@ def test_run_then_conversations_and_show_give_the_transcript_and_the_usage(
     text = bridge("show", "--store", str(store), conversation)
     assert text.returncode == 0, text.stderr
     assert "#1 done (end_turn)" in text.stdout and "> usage 10 100 0.25" in text.stdout
-    assert "\nhi there\n" in text.stdout and "#2 failed (recoverable)" in text.stdout
+    assert "\nhi there\n" in text.stdout and "#2 failed, " in text.stdout
+    assert "(recoverable): fake agent error" in text.stdout  # the error last: it may be long
 
 
 def test_unknown_and_ambiguous_ids_are_one_line_usage_errors(tmp_path: Path) -> None:
