@@ -121,9 +121,16 @@ async def request_flood_round(count: int) -> dict[str, Any]:
             done.set()
 
         agent.connection.peer.on_notification("_flood/done", finished)
-        with anyio.fail_after(ROUND_LIMIT_S):
-            await agent.new_session(Path.cwd())
-            await done.wait()
+        try:
+            with anyio.fail_after(ROUND_LIMIT_S):
+                await agent.new_session(Path.cwd())
+                await done.wait()
+        except TimeoutError:
+            # The evidence: what the supervisor saw of the agent meanwhile.
+            raise RuntimeError(
+                f"request flood not done in {ROUND_LIMIT_S:.0f} s; agent events: "
+                f"{list(agent.event_log)!r}"[:3000]
+            ) from None
         return tally
 
 
