@@ -183,6 +183,7 @@ FINDINGS = [
     "  had reaped it, but before its relay switched to restarting) can still be forwarded to",
     "  the dead agent and is then answered with the documented recoverable error instead of",
     "  waiting for the restart; the client prompts again and the session is intact. Seen in",
-    "  2 of 12 restart checks (acp-bridge-agent x both proxy paths) on a loaded machine, not",
-    "  reproduced by hand. Reported to the proxy's owner.",
+    "  2 of the 12 restart checks of each of two full runs, in different cells (fast-agent and",
+    "  acp-bridge-agent, through the proxy), on a loaded machine; not reproduced by hand.",
+    "  Reported to the proxy's owner.",
 ]
