@@ -110,17 +110,34 @@ class _Interrupts:
     conversation: Conversation | None = None
     stopped: anyio.Event = field(default_factory=anyio.Event)
 
+    stdout_gone: bool = False
+    _task_group: anyio.abc.TaskGroup | None = None
+
     async def watch(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async with anyio.create_task_group() as tg:
+                self._task_group = tg
                 async for _signum in signals:
-                    self.count += 1
-                    if self.count == 1:
-                        # In its own task: stop() may wait (a busy queue, a slow stdout), and
-                        # a second signal must be heard meanwhile.
-                        tg.start_soon(self._stop)
-                    else:
-                        self._stop_now()
+                    self.interrupt()
+
+    def interrupt(self) -> None:
+        """A signal, or stdout closed by its reader: the first stops, a second stops now."""
+        self.count += 1
+        if self.count == 1 and self._task_group is not None:
+            # In its own task: stop() may wait (a busy queue, a slow stdout), and a second
+            # signal must be heard meanwhile.
+            self._task_group.start_soon(self._stop)
+        elif self.count == 1:
+            self.everything.cancel()
+        else:
+            self._stop_now()
+
+    def stdout_closed(self) -> None:
+        """Whoever read our stdout went away (``| head -1``): nothing more can be shown, so the
+        run stops as a first signal would; the running turn is recorded ``cancelled``."""
+        if not self.stdout_gone:
+            self.stdout_gone = True
+            self.interrupt()
 
     async def _stop(self) -> None:
         conversation = self.conversation
@@ -166,7 +183,8 @@ async def _run(
         finally:
             tg.cancel_scope.cancel()
     if interrupts.count:
-        _say("interrupted; " + _what_was_stopped(interrupts))
+        cause = "stdout was closed" if interrupts.stdout_gone else "interrupted"
+        _say(f"{cause}; " + _what_was_stopped(interrupts))
         return EXIT_INTERRUPTED
     return code
 
@@ -189,7 +207,10 @@ async def _run_agent(
 ) -> int:
     permission = permission_policy(args.permission)
     printer = EventPrinter(
-        json_mode=args.json, agent=spec.name, permission_mode=permission.mode.value
+        json_mode=args.json,
+        agent=spec.name,
+        permission_mode=permission.mode.value,
+        on_text_closed=interrupts.stdout_closed,
     )
     options = client_options(
         args,

@@ -28,6 +28,7 @@ kept for error messages and can be forwarded, line by line, to a callback.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import subprocess
@@ -370,6 +371,14 @@ async def open_agent(
         raise
 
 
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 async def _spawn(spec: AgentSpec, base_env: Mapping[str, str] | None) -> Process:
     env = None
     if spec.changes_env:
@@ -378,7 +387,13 @@ async def _spawn(spec: AgentSpec, base_env: Mapping[str, str] | None) -> Process
         env = spec.resolve_env(base_env)
     try:
         return await anyio.open_process(
-            dying_with_parent(spec.argv, cwd=spec.cwd, env=env),
+            dying_with_parent(
+                spec.argv,
+                cwd=spec.cwd,
+                env=env,
+                # asyncio forks in this (the loop's) thread; trio in a short-lived worker
+                forked_by_this_thread=_on_asyncio(),
+            ),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

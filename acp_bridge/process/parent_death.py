@@ -11,6 +11,12 @@ extra process.
 
 Only the agent itself gets the signal; its own children see their pipes close. Where setpriv is
 missing (not Linux, a minimal container), the command runs as given.
+
+The kernel's "parent" is the *thread* that forked: when that thread ends, the signal fires. So
+it is used only when the fork happens in the main thread, which lives as long as the process:
+``subprocess.Popen`` called there, and asyncio, which forks in its loop's thread. trio forks in
+a worker thread that retires when idle (that killed healthy agents every few seconds), so under
+trio only the first agent of ``acp-bridge run`` (spawned early, with Popen) has the guarantee.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import functools
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -33,13 +40,19 @@ def _setpriv() -> str | None:
 
 
 def dying_with_parent(
-    argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str] | None
+    argv: Sequence[str],
+    *,
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    forked_by_this_thread: bool = True,
 ) -> list[str]:
     """``argv`` started so that it is SIGKILLed when this process dies, where the platform
     allows; a command that cannot be found is left alone, so starting it fails as usual
-    (with its own "No such file or directory")."""
+    (with its own "No such file or directory"). ``forked_by_this_thread`` says whether the
+    fork happens in the calling thread (False: e.g. trio's worker threads)."""
     setpriv = _setpriv()
-    if setpriv is None or not argv:
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if setpriv is None or not argv or not (forked_by_this_thread and in_main_thread):
         return list(argv)
     program = argv[0]
     if os.sep in program:

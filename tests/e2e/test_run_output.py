@@ -95,3 +95,30 @@ def test_no_color_turns_color_off_on_a_terminal(tmp_path: Path) -> None:
         terminal.close()
 
 
+
+
+def test_a_reader_that_goes_away_stops_the_run_without_a_traceback(tmp_path: Path) -> None:
+    """``acp-bridge run --json ... | head -1``: before, the first write after the reader left
+    raised BrokenPipeError out of the printer, a traceback and exit 1. Now the run stops as a
+    first signal would: the turn is recorded cancelled, the agent stopped, exit 130."""
+    import contextlib
+    import sqlite3
+
+    store = tmp_path / "s.db"
+    bridge = subprocess.Popen(
+        [*BRIDGE, "--json", "--store", str(store), "-m", "flood 200000",
+         "--", *FS_AGENT, "--prompt-words"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=tmp_path, env=ENV, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert bridge.stdout is not None
+        assert bridge.stdout.readline().startswith(b'{"event":')
+        bridge.stdout.close()  # the reader goes away, as head -1 does
+        _, err = bridge.communicate(timeout=60)
+    finally:
+        bridge.kill()
+    assert bridge.returncode == 130, err
+    assert b"Traceback" not in err and b"stdout was closed" in err
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        assert list(db.execute("SELECT state FROM messages")) in ([("cancelled",)], [("done",)])

@@ -82,3 +82,28 @@ def test_a_bridge_killed_outright_takes_a_stubborn_agent_with_it(tmp_path: Path)
         if agent is not None:
             agent.close()
         listener.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_an_agent_spawned_on_trio_outlives_the_worker_thread_that_forked_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent-death signal fires when the *thread* that forked ends. trio forks in a
+    worker thread that retires after 10 s idle: every trio agent was SIGKILLed a few seconds
+    in (found by the soak). Here the workers retire at once, and the agent must live on."""
+    from trio._core import _thread_cache
+
+    from acp_bridge.client.options import ClientOptions
+    from acp_bridge.client.supervisor import open_supervised_agent
+    from acp_bridge.process.spec import AgentSpec
+
+    monkeypatch.setattr(_thread_cache, "IDLE_TIMEOUT", 0.01)
+    echo = ROOT / "fixtures" / "agents" / "echo_agent.py"
+    spec = AgentSpec([sys.executable, "-u", str(echo), "--quiet"], name="echo")
+    async with open_supervised_agent(spec, ClientOptions()) as agent:
+        # Not waiting for something to happen, but showing that nothing does: 100 idle
+        # timeouts pass, so the thread that forked the agent has retired.
+        await anyio.sleep(1.0)
+        session = await agent.new_session(tmp_path)
+        assert (await session.run("hello")).stop_reason == "end_turn"
+        assert agent.generation == 1
