@@ -89,6 +89,10 @@ def run_resolved(
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
+        # The run is over: a late second signal must not kill the bridge mid-cleanup
+        # (it used to end it by the signal, not with exit 130).
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         if started is not None:
             started.discard_if_running()  # interrupted before the supervisor took it over
         claimed.release()
@@ -233,7 +237,9 @@ async def _run_agent(
                     ) as conversation:
                         printing.start_soon(printer.run, conversation.subscribe(replay=True))
                         interrupts.conversation = conversation
-                        code = await _drive(store, conversation, args, interrupts, unsettled)
+                        code = await _drive(
+                            store, conversation, args, interrupts, unsettled, record.paused
+                        )
                     interrupts.conversation = None
             except BaseExceptionGroup as group:
                 # e.g. the session asked for could not be restored: the error alone, unwrapped
@@ -264,6 +270,7 @@ async def _drive(
     args: argparse.Namespace,
     interrupts: _Interrupts,
     judged: set[int],
+    was_paused: bool,
 ) -> int:
     """Feed the messages and wait for the queue to drain, or for a signal's stop to close the
     running turn (bounded). ``judged`` holds the seqs this run answers for; the ones it sends
@@ -277,6 +284,10 @@ async def _drive(
             tg.cancel_scope.cancel()
 
         tg.start_soon(on_stop)
+        if (args.resume or args.conversation) and was_paused:
+            # Continuing a conversation a stop paused (a signal, chat's /stop): its queue goes on.
+            _say(f"conversation {conversation.id} was paused by a stop; its queue goes on")
+            await conversation.resume()
         if args.retry_failed:
             await _retry_failed(store, conversation, judged)
         if args.message:

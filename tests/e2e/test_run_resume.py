@@ -178,3 +178,32 @@ def test_a_conversation_continued_from_another_directory_is_refused_naming_both(
     assert f"--cwd {ROOT}" in refused.stderr
     from_there = run("--store", store, "--conversation", conversation, "-m", "again")
     assert from_there.returncode == 0, from_there.stderr
+
+
+def test_resume_continues_a_queue_a_signal_paused(tmp_path: Path) -> None:
+    """A stop (SIGTERM) pauses the conversation's queue. Before, ``--resume`` with no new
+    message left it paused: exit 4, nothing said, message 2 still queued."""
+    import signal
+
+    store = str(tmp_path / "s.db")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "acp_bridge", "run", "--store", store, "--json",
+         "-m", "echo one; wait 30", "-m", "echo two", "--", *ECHO],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=ROOT, env=ENV,
+    )  # fmt: skip
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:
+            if json.loads(line)["event"] == "turn_started":
+                break
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    finally:
+        first.kill()
+    assert first.returncode == 130
+    again = run("--store", store, "--json", "--resume", "--", *ECHO)
+    assert again.returncode == 0, again.stderr
+    assert "was paused by a stop; its queue goes on" in again.stderr
+    ended = [(e["seq"], e["state"]) for e in events(again.stdout, "turn_ended")]
+    assert ended == [(2, "done")]
