@@ -56,7 +56,11 @@ class AgentSide:
         self._max_line_bytes = max_line_bytes
 
     async def read(self, gen: Generation) -> None:
-        reader = BatchLineReader(gen.process.stdout, max_line_bytes=self._max_line_bytes)
+        reader = BatchLineReader(
+            gen.process.stdout,
+            max_line_bytes=self._max_line_bytes,
+            coalesce_updates=self._editor.recorder is None,  # a recording sees every line
+        )
         while True:
             try:
                 lines = await reader.receive_lines()

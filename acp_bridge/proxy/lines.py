@@ -17,16 +17,35 @@ import anyio
 from anyio.abc import ByteReceiveStream
 
 from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
+from acp_bridge.proxy.frames import UPDATE_PREFIXES
 
 __all__ = ["BatchLineReader"]
+
+
+def _all_updates(block: bytes) -> bool:
+    """Whether every line of ``block`` (newline-separated, no trailing newline) starts like a
+    ``session/update``: counted in C, not looped over in Python. The prefixes differ before
+    their end, so a line start matches at most one of them."""
+    starts = block.count(b"\n") + 1
+    found = int(block.startswith(UPDATE_PREFIXES))
+    for prefix in UPDATE_PREFIXES:
+        found += block.count(b"\n" + prefix)
+    return found == starts
 
 READ_BYTES: Final = 256 * 1024
 
 
 class BatchLineReader:
-    def __init__(self, stream: ByteReceiveStream, *, max_line_bytes: int) -> None:
+    def __init__(
+        self, stream: ByteReceiveStream, *, max_line_bytes: int, coalesce_updates: bool = False
+    ) -> None:
         self._stream = stream
         self._max = max_line_bytes
+        # A run of complete lines that all start like a session/update (a burst of a turn's
+        # updates) is returned as one item, still newline-separated: the relay forwards it in
+        # one piece instead of splitting and joining thousands of lines. Off when each line
+        # must be seen alone (recording).
+        self._coalesce_updates = coalesce_updates
         self._partial: list[bytes] = []
         self._partial_len = 0
         self._at_eof = False
@@ -79,7 +98,10 @@ class BatchLineReader:
             if len(middle) > self._max:  # only then can one of them be too long
                 for piece in middle.split(b"\n"):
                     self._check(len(piece))
-            lines += middle.split(b"\n")
+            if self._coalesce_updates and _all_updates(middle):
+                lines.append(middle)  # a block of update lines, forwarded as it came
+            else:
+                lines += middle.split(b"\n")
         rest = chunk[last + 1 :]
         if rest:
             self._partial.append(rest)
