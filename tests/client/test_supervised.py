@@ -349,7 +349,7 @@ async def test_a_crash_during_the_first_initialize_fails_the_start_with_stderr()
 
 
 async def test_an_initialize_that_never_answers_hits_the_startup_deadline() -> None:
-    with pytest.raises(AgentStartupError, match="wrote nothing on stdout within 0.5 s"):
+    with pytest.raises(AgentStartupError, match=r"wrote nothing on stdout within 0\.5 s"):
         async with open_supervised_agent(
             fake("echo_agent.py", "--hang-on", "initialize"), options(startup_timeout_s=0.5)
         ):
