@@ -54,9 +54,10 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     if args.retry_failed and not continuing:
         parser.error("run: --retry-failed needs --resume or --conversation ID")
     check_messages(parser, args.message, args.max_message_bytes)  # usage errors spawn nothing
-    # Until run's own signal watcher is installed, SIGTERM and SIGHUP interrupt like Ctrl-C,
-    # so an agent already spawned is stopped on the way out instead of orphaned.
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # Until run's own signal watcher is installed, SIGTERM and SIGHUP interrupt like Ctrl-C (once:
+    # a repeat must not interrupt the cleanup), so an agent already spawned is stopped on the
+    # way out instead of orphaned.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     early = None if continuing else _spawn_now(args, agent)
     try:
@@ -68,7 +69,13 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
             early.discard()
 
 
+_interrupted: list[int] = []
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    if _interrupted:
+        return  # already on the way out: the cleanup (stopping the agent) must finish
+    _interrupted.append(signum)
     raise KeyboardInterrupt
 
 
