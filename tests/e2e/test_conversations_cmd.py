@@ -150,7 +150,8 @@ def test_prune_keeps_the_newest_skips_an_owned_one_and_dry_run_removes_nothing(
             assert conn.execute(query, (oldest,)).fetchone()[0] == 0
 
     assert bridge("prune", "--older-than", "1h", "--store", str(store)).stdout == ""
-    time.sleep(0.01)  # updated_at is in the past, strictly
+    with closing(sqlite3.connect(store)) as conn, conn:  # last active 10 s ago, not now
+        conn.execute("UPDATE conversations SET updated_at = updated_at - 10")
     everything = bridge("prune", "--older-than", "0s", "--store", str(store))
     assert sorted(everything.stdout.split()) == sorted([newest, owned])
 

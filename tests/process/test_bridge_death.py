@@ -91,6 +91,8 @@ async def test_an_agent_spawned_on_trio_outlives_the_worker_thread_that_forked_i
     """The parent-death signal fires when the *thread* that forked ends. trio forks in a
     worker thread that retires after 10 s idle: every trio agent was SIGKILLed a few seconds
     in (found by the soak). Here the workers retire at once, and the agent must live on."""
+    import threading
+
     from trio._core import _thread_cache
 
     from acp_bridge.client.options import ClientOptions
@@ -98,12 +100,21 @@ async def test_an_agent_spawned_on_trio_outlives_the_worker_thread_that_forked_i
     from acp_bridge.process.spec import AgentSpec
 
     monkeypatch.setattr(_thread_cache, "IDLE_TIMEOUT", 0.01)
+    forkers: list[threading.Thread] = []
+    execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def recording(self: subprocess.Popen[bytes], *args: object, **kwargs: object) -> object:
+        forkers.append(threading.current_thread())
+        return execute_child(self, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", recording)
     echo = ROOT / "fixtures" / "agents" / "echo_agent.py"
     spec = AgentSpec([sys.executable, "-u", str(echo), "--quiet"], name="echo")
     async with open_supervised_agent(spec, ClientOptions()) as agent:
-        # Not waiting for something to happen, but showing that nothing does: 100 idle
-        # timeouts pass, so the thread that forked the agent has retired.
-        await anyio.sleep(1.0)
+        (forker,) = forkers
+        assert forker is not threading.main_thread()  # trio forked in a worker thread
+        with anyio.fail_after(20):  # that thread retires (idle): the kernel's cue
+            await anyio.to_thread.run_sync(forker.join)
         session = await agent.new_session(tmp_path)
         assert (await session.run("hello")).stop_reason == "end_turn"
         assert agent.generation == 1
