@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import argparse
 
+from acp_bridge.cli.conversation_args import add_conversation_options, add_supervision_options
 from acp_bridge.cli.exit_codes import HELP
 from acp_bridge.cli.named_agents import add_agent_options
 from acp_bridge.cli.options import (
     DEFAULT_MAX_MESSAGE_BYTES,
     OneLineParser,
     byte_count,
-    count,
-    directory,
-    positive_seconds,
-    seconds,
-    timeout_or_off,
 )
 
 __all__ = ["register"]
@@ -46,88 +42,13 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         ),
         epilog=_COMMANDS + " " + HELP,
     )
-    chat.add_argument(
-        "--cwd",
-        type=directory,
-        metavar="DIR",
-        help="the session's working directory, which must exist (default: .)",
-    )
-    chat.add_argument(
-        "--session-id",
-        metavar="ID",
-        help="restore this agent session (session/load or resume); one the agent can't "
-        "restore is an error (exit 3)",
-    )
-    chat.add_argument(
-        "--store",
-        metavar="PATH",
-        help="the SQLite store of conversations (default: $XDG_STATE_HOME/acp-bridge/store.db)",
-    )
-    which = chat.add_mutually_exclusive_group()
-    which.add_argument(
-        "--conversation",
-        metavar="ID",
-        help="continue the stored conversation ID (exit 2 while another process runs it)",
-    )
-    which.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the most recent stored conversation of this cwd and agent command whose "
-        "agent started; its queued messages are sent first",
-    )
-    chat.add_argument(
-        "--startup-timeout",
-        type=positive_seconds,
-        default=30.0,
-        metavar="SECONDS",
-        help="how long the agent gets to answer initialize (default: 30)",
-    )
-    chat.add_argument(
-        "--auth-method",
-        metavar="ID",
-        help="call authenticate with this method id after initialize",
-    )
-    chat.add_argument(
-        "--grace",
-        type=seconds,
-        default=5.0,
-        metavar="SECONDS",
-        help="after a cancel, how long the agent gets to answer before it is replaced (default: 5)",
-    )
-    chat.add_argument(
-        "--turn-timeout",
-        type=timeout_or_off,
-        metavar="SECONDS",
-        help="cancel a turn that runs longer (0 = off, the default)",
-    )
-    chat.add_argument(
-        "--idle-timeout",
-        type=timeout_or_off,
-        metavar="SECONDS",
-        help="cancel a turn when the agent sends nothing for this long (0 = off, the default)",
-    )
-    chat.add_argument(
-        "--max-restarts",
-        type=count,
-        default=5,
-        metavar="N",
-        help="restarts allowed within 5 minutes before giving up (default: 5)",
-    )
+    add_conversation_options(chat)
+    add_supervision_options(chat)
     chat.add_argument(
         "--permission",
         choices=["ask", "deny", "allow-reads", "allow-all"],
         default="ask",
         help="how to answer the agent's permission requests (default: ask, on the prompt line)",
-    )
-    chat.add_argument(
-        "--allow-fs",
-        action="store_true",
-        help="let the agent read and write files inside the session roots",
-    )
-    chat.add_argument(
-        "--allow-terminal",
-        action="store_true",
-        help="let the agent run commands (terminal/*) in the session cwd",
     )
     chat.add_argument(
         "--max-message-bytes",
