@@ -10,10 +10,12 @@ if anything ends the run before that (a usage error, a busy conversation), it is
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,12 +63,31 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         signal.signal(signum, _interrupt)
     early = None if continuing else _spawn_now(args, agent)
     try:
-        from acp_bridge.cli.run import run_resolved
-
+        run_resolved = _import_run()
         return run_resolved(parser, args, agent, early)
     finally:
         if early is not None:
             early.discard()
+
+
+def _import_run() -> Callable[
+    [argparse.ArgumentParser, argparse.Namespace, ResolvedAgent, EarlyAgent | None], int
+]:
+    """Import the library (the bulk of a one-shot's fixed cost) with the cyclic garbage
+    collector paused, then freeze what was imported.
+
+    The import allocates some 50,000 objects that live as long as the process; collecting while
+    they pile up rescans them dozens of times for nothing (about 5% of the import), and frozen
+    they are never scanned again: not by the collections of the run, nor by the full collection
+    at interpreter exit (some 30 ms of a one-shot's exit otherwise).
+    """
+    gc.disable()
+    try:
+        from acp_bridge.cli.run import run_resolved
+    finally:
+        gc.freeze()
+        gc.enable()
+    return run_resolved
 
 
 _interrupted: list[int] = []

@@ -6,8 +6,6 @@ restart (it stores ``cwd``, ``mcpServers`` and ``additionalDirectories`` itself)
 dequeues a prompt, and it inspects their results (``sessionId``, ``stopReason``, ``usage``).
 """
 
-from __future__ import annotations
-
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 

@@ -17,9 +17,17 @@ inspects or originates. Three rules follow from that (acp-protocol.md sections 2
 Wire input must be validated with :meth:`WireModel.parse` (or ``by_name=False``): the snake_case
 field names are accepted only from Python code, so an unknown wire field that happens to be
 called ``meta`` or ``session_id`` stays an unknown field instead of filling a declared one.
-"""
 
-from __future__ import annotations
+Cheap to import, because a CLI run pays for every model it defines (issue #8):
+
+* ``defer_build``: a model's validator and serializer are built on its first use, not when the
+  class is defined. A one-shot ``acp-bridge run`` uses five models out of about a hundred. After
+  the first use pydantic replaces the placeholder with the built validator, so later calls cost
+  what they always did. The module-level ``TypeAdapter`` objects are deferred the same way.
+* The model modules do not use ``from __future__ import annotations``: string annotations would
+  be evaluated again by pydantic for every field of every class (a third of defining a model).
+  Names must therefore be defined before the annotations that use them.
+"""
 
 from collections.abc import Iterable
 from typing import Annotated, Any, ClassVar, Literal, Self, get_origin
@@ -94,6 +102,7 @@ class WireModel(BaseModel):
         validate_by_alias=True,
         serialize_by_alias=True,
         extra="allow",
+        defer_build=True,  # built on first use (see the module docstring)
     )
 
     # to_camel cannot produce "_meta", and a leading underscore would make it a private attribute.

@@ -6,15 +6,13 @@ them: a pending permission request is answered ``cancelled`` when the turn is ca
 implement them answer in spec shape.
 """
 
-from __future__ import annotations
-
-from enum import StrEnum
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, StrictBool, Tag
 
 from acp_bridge.wire.acp import EnvVariable
 from acp_bridge.wire.base import SALVAGE, SKIP_INVALID, UNKNOWN_TAG, WireModel, tag_discriminator
+from acp_bridge.wire.kinds import PermissionOptionKind
 from acp_bridge.wire.updates import ToolCallUpdate
 
 __all__ = [
@@ -43,13 +41,6 @@ __all__ = [
 
 
 # --- session/request_permission -----------------------------------------------------------------
-
-
-class PermissionOptionKind(StrEnum):
-    ALLOW_ONCE = "allow_once"
-    ALLOW_ALWAYS = "allow_always"
-    REJECT_ONCE = "reject_once"
-    REJECT_ALWAYS = "reject_always"
 
 
 class PermissionOption(WireModel):

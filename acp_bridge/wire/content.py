@@ -5,11 +5,9 @@ audio and embedded ``resource`` blocks need the matching ``promptCapabilities`` 
 an unrecognised ``type`` parses as :class:`UnknownContent` with every field kept.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
-from pydantic import Tag, TypeAdapter
+from pydantic import ConfigDict, Tag, TypeAdapter
 
 from acp_bridge.wire.base import SALVAGE, UNKNOWN_TAG, WireModel, tag_discriminator
 
@@ -113,4 +111,6 @@ ContentBlock = Annotated[
 ]
 """Any content block, discriminated on ``type``; unknown types become :class:`UnknownContent`."""
 
-CONTENT_BLOCK_ADAPTER: TypeAdapter[ContentBlock] = TypeAdapter(ContentBlock)
+CONTENT_BLOCK_ADAPTER: TypeAdapter[ContentBlock] = TypeAdapter(
+    ContentBlock, config=ConfigDict(defer_build=True)
+)

@@ -9,8 +9,6 @@ The ``supports_*`` predicates on :class:`AgentCapabilities` are what the bridge 
 calls on.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, Tag, field_validator

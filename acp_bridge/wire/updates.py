@@ -5,19 +5,19 @@ kind. A kind this version does not know parses as :class:`UnknownUpdate` with ev
 (v1 says to ignore unknown kinds; the bridge still relays them), while a malformed *known* kind
 is a validation error.
 
-Also here: the tool-call shapes, which ``session/request_permission`` reuses.
+Also here: the tool-call shapes, which ``session/request_permission`` reuses. The enums
+(``ToolKind``, ``ToolCallStatus``, ``PlanEntry*``) live in :mod:`acp_bridge.wire.kinds` and are
+re-exported.
 """
 
-from __future__ import annotations
-
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, Tag, TypeAdapter
+from pydantic import AliasChoices, ConfigDict, Field, Tag, TypeAdapter
 
 from acp_bridge.wire.acp import ConfigOption
 from acp_bridge.wire.base import SALVAGE, SKIP_INVALID, UNKNOWN_TAG, WireModel, tag_discriminator
 from acp_bridge.wire.content import ContentBlock
+from acp_bridge.wire.kinds import PlanEntryPriority, PlanEntryStatus, ToolCallStatus, ToolKind
 
 __all__ = [
     "SESSION_UPDATE_ADAPTER",
@@ -51,48 +51,6 @@ __all__ = [
     "UsageUpdate",
     "UserMessageChunk",
 ]
-
-
-# --- enums: known values get an enum member, unknown strings stay str ---------------------------
-
-
-class ToolKind(StrEnum):
-    READ = "read"
-    EDIT = "edit"
-    DELETE = "delete"
-    MOVE = "move"
-    SEARCH = "search"
-    EXECUTE = "execute"
-    THINK = "think"
-    FETCH = "fetch"
-    SWITCH_MODE = "switch_mode"
-    OTHER = "other"
-
-
-class ToolCallStatus(StrEnum):
-    """v1 statuses; the v2 draft adds ``cancelled``, which parses as a plain ``str``."""
-
-    PENDING = "pending"
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
-    @classmethod
-    def is_finished(cls, status: str | None) -> bool:
-        """A tool call in this status needs no "cancelled" mark when its turn is cancelled."""
-        return status in (cls.COMPLETED, cls.FAILED, "cancelled")
-
-
-class PlanEntryPriority(StrEnum):
-    HIGH = "high"
-    MEDIUM = "medium"
-    LOW = "low"
-
-
-class PlanEntryStatus(StrEnum):
-    PENDING = "pending"
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
 
 
 # --- tool calls ---------------------------------------------------------------------------------
@@ -331,7 +289,9 @@ SessionUpdate = Annotated[
 ]
 """Any ``update`` payload, discriminated on ``sessionUpdate``."""
 
-SESSION_UPDATE_ADAPTER: TypeAdapter[SessionUpdate] = TypeAdapter(SessionUpdate)
+SESSION_UPDATE_ADAPTER: TypeAdapter[SessionUpdate] = TypeAdapter(
+    SessionUpdate, config=ConfigDict(defer_build=True)
+)
 
 
 class SessionNotification(WireModel):
