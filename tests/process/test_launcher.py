@@ -235,3 +235,22 @@ async def test_leaving_returns_while_an_escaped_grandchild_holds_stderr() -> Non
         for peer in peers:  # closing its connect-back socket makes the grandchild exit
             await peer.stream.aclose()
         assert grandchild.pid != agent.pid
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_asyncio_reads_an_agents_pipes_a_pipes_worth_at_a_time() -> None:
+    """asyncio's pipe transports ask for 256 KiB per read: a buffer above glibc's mmap threshold,
+    mapped and faulted in on every read although a pipe holds 64 KiB. The launcher lowers it
+    (pinned to asyncio: trio reads what the caller asks for). A flood still arrives whole."""
+    from acp_bridge.process.launcher import PIPE_READ_BYTES
+
+    code = "import os; os.write(1, b'x' * 300_000)"
+    async with open_agent(AgentSpec([sys.executable, "-c", code]), shutdown=QUICK) as agent:
+        transport = agent._process._transport  # type: ignore[attr-defined]
+        for fd in (1, 2):
+            assert transport.get_pipe_transport(fd).max_size == PIPE_READ_BYTES
+        received = 0
+        with anyio.fail_after(20):
+            while received < 300_000:
+                received += len(await agent.stdout.receive(1 << 20))
+        assert received == 300_000
