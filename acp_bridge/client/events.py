@@ -19,13 +19,14 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 import pydantic
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from acp_bridge.wire.updates import SESSION_UPDATE_ADAPTER, SessionUpdate
+if TYPE_CHECKING:
+    from acp_bridge.wire.updates import SessionUpdate
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,9 @@ class UpdateReceived:
 
     @functools.cached_property
     def update(self) -> SessionUpdate | None:
+        # Imported here: the session/update models are not needed until a consumer asks.
+        from acp_bridge.wire.updates import SESSION_UPDATE_ADAPTER
+
         try:
             return SESSION_UPDATE_ADAPTER.validate_python(self.raw, by_alias=True, by_name=False)
         except pydantic.ValidationError as exc:

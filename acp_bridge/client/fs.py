@@ -77,11 +77,6 @@ from typing import Any, Final, NoReturn
 import anyio
 
 from acp_bridge.errors import ErrorCode, RpcError
-from acp_bridge.wire.client_methods import (
-    ReadTextFileRequest,
-    ReadTextFileResponse,
-    WriteTextFileRequest,
-)
 
 __all__ = ["DEFAULT_MAX_READ_BYTES", "READ_METHOD", "WRITE_METHOD", "FileSystemAccess", "RootsFn"]
 
@@ -186,6 +181,9 @@ class FileSystemAccess:
         """
         if not self.allow_read:
             raise RpcError.method_not_found(READ_METHOD)
+        # Imported here: the fs models are not needed until an agent reads a file.
+        from acp_bridge.wire.client_methods import ReadTextFileRequest, ReadTextFileResponse
+
         request = ReadTextFileRequest.parse(params)
         roots = self._session_roots(request.session_id, request.path)
         # Abandoned on cancel: the thread holds only its own descriptor (module docstring).
@@ -208,6 +206,8 @@ class FileSystemAccess:
         """
         if not self.allow_write:
             raise RpcError.method_not_found(WRITE_METHOD)
+        from acp_bridge.wire.client_methods import WriteTextFileRequest
+
         request = WriteTextFileRequest.parse(params)
         roots = self._session_roots(request.session_id, request.path)
         await anyio.to_thread.run_sync(self._write_sync, roots, request.path, request.content)

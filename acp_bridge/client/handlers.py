@@ -23,7 +23,6 @@ from acp_bridge.client.session import Session
 from acp_bridge.client.terminal import TerminalManager
 from acp_bridge.errors import RpcError
 from acp_bridge.rpc.peer import JsonRpcPeer
-from acp_bridge.wire.client_methods import RequestPermissionRequest, RequestPermissionResponse
 
 __all__ = ["ClientHandlers"]
 
@@ -152,6 +151,12 @@ class ClientHandlers:
             session.stray_updates.append(update)
 
     async def on_permission(self, params: Any) -> dict[str, Any]:
+        # Imported here: the request models are not needed until an agent asks permission.
+        from acp_bridge.wire.client_methods import (
+            RequestPermissionRequest,
+            RequestPermissionResponse,
+        )
+
         request = RequestPermissionRequest.parse(params)  # malformed: the peer answers -32602
         session = self._find_session(request.session_id)
         policy = self._options.permission

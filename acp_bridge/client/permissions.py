@@ -38,15 +38,16 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-from acp_bridge.wire.client_methods import (
-    PermissionOption,
-    PermissionOptionKind,
-    RequestPermissionRequest,
-    RequestPermissionResponse,
-)
-from acp_bridge.wire.updates import ToolKind
+from acp_bridge.wire.kinds import PermissionOptionKind, ToolKind
+
+if TYPE_CHECKING:
+    from acp_bridge.wire.client_methods import (
+        PermissionOption,
+        RequestPermissionRequest,
+        RequestPermissionResponse,
+    )
 
 __all__ = [
     "READ_ONLY_TOOL_KINDS",
@@ -77,7 +78,7 @@ READ_ONLY_TOOL_KINDS: Final[frozenset[str]] = frozenset(
 
 Want = Literal["allow", "reject"]
 
-AskCallback = Callable[[RequestPermissionRequest], Awaitable[str | None]]
+AskCallback = Callable[["RequestPermissionRequest"], Awaitable[str | None]]
 """Asks a human: returns the chosen ``optionId``, or None when the user cancelled."""
 
 # Preference order per wish: the narrowest grant (or refusal) first.
@@ -148,6 +149,9 @@ class PermissionPolicy:
         Raises:
             Whatever the ``ask`` callback raises (cancellation included).
         """
+        # Imported here: the request models are not needed until an agent asks permission.
+        from acp_bridge.wire.client_methods import RequestPermissionResponse
+
         option = await self._pick(request)
         tool_kind = request.tool_call.kind
         record = PermissionDecision(

@@ -46,7 +46,7 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from anyio.abc import Process, TaskGroup, TaskStatus
@@ -57,14 +57,9 @@ from acp_bridge.client.terminal_spawn import command_argv, environment, spawn, w
 from acp_bridge.client.terminal_stop import KILL_WAIT_S, TERM_GRACE_S, stop_command
 from acp_bridge.client.terminal_text import check_request_text
 from acp_bridge.errors import ErrorCode, RpcError
-from acp_bridge.wire.client_methods import (
-    CreateTerminalRequest,
-    CreateTerminalResponse,
-    TerminalExitStatus,
-    TerminalOutputResponse,
-    TerminalRequest,
-    WaitForTerminalExitResponse,
-)
+
+if TYPE_CHECKING:
+    from acp_bridge.wire.client_methods import TerminalRequest
 
 __all__ = [
     "KILL_WAIT_S",
@@ -226,6 +221,10 @@ class TerminalManager:
             RpcError: unknown session, bad cwd/text, too many terminals, spawn failure, not
                 running, generation ended.
         """
+        # The terminal models are imported by the handlers that use them: not needed until an
+        # agent creates a terminal.
+        from acp_bridge.wire.client_methods import CreateTerminalRequest, CreateTerminalResponse
+
         request = CreateTerminalRequest.parse(params)
         tg = self._tg
         if tg is None or self._closing.is_set():
@@ -264,6 +263,12 @@ class TerminalManager:
 
     async def output(self, params: Any, *, generation: int = 0) -> dict[str, Any]:
         """``terminal/output`` -> ``{output, truncated, exitStatus?}``."""
+        from acp_bridge.wire.client_methods import (
+            TerminalExitStatus,
+            TerminalOutputResponse,
+            TerminalRequest,
+        )
+
         term = self._lookup(TerminalRequest.parse(params), generation)
         status = term.exit_fields()
         extra = {} if status is None else {"exit_status": TerminalExitStatus(**status)}
@@ -276,6 +281,8 @@ class TerminalManager:
         Raises:
             RpcError: unknown terminal, or it was released while we waited.
         """
+        from acp_bridge.wire.client_methods import TerminalRequest, WaitForTerminalExitResponse
+
         request = TerminalRequest.parse(params)
         term = self._lookup(request, generation)
         await term.done.wait()
@@ -285,6 +292,8 @@ class TerminalManager:
 
     async def kill(self, params: Any, *, generation: int = 0) -> dict[str, Any]:
         """``terminal/kill`` -> ``{}``; the terminal stays valid and its output readable."""
+        from acp_bridge.wire.client_methods import TerminalRequest
+
         term = self._lookup(TerminalRequest.parse(params), generation)
         with anyio.CancelScope(shield=True):
             await self._stop(term)
@@ -295,6 +304,8 @@ class TerminalManager:
 
     async def release(self, params: Any, *, generation: int = 0) -> dict[str, Any]:
         """``terminal/release`` -> ``{}``; stops the command if it runs. The id is then unknown."""
+        from acp_bridge.wire.client_methods import TerminalRequest
+
         term = self._lookup(TerminalRequest.parse(params), generation)
         with anyio.CancelScope(shield=True):
             await self._release(term)

@@ -21,13 +21,15 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import Process
 
 from acp_bridge.errors import ErrorCode, RpcError
-from acp_bridge.wire.client_methods import CreateTerminalRequest
+
+if TYPE_CHECKING:
+    from acp_bridge.wire.client_methods import CreateTerminalRequest
 
 __all__ = ["command_argv", "environment", "spawn", "working_directory"]
 

@@ -8,8 +8,12 @@ is empty or holds ``=`` (``bad_env_name``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from acp_bridge.errors import ErrorCode, RpcError
-from acp_bridge.wire.client_methods import CreateTerminalRequest
+
+if TYPE_CHECKING:
+    from acp_bridge.wire.client_methods import CreateTerminalRequest
 
 __all__ = ["check_request_text"]
 
