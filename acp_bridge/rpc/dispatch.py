@@ -7,7 +7,12 @@ so we use its per-request building blocks, which run on any anyio backend: ``cre
 -32600 can carry the id we read; jsonrpcserver's own schema check is therefore not used.
 
 We always pass jsonrpcserver empty params and the :class:`Request` as its "context" argument, so
-its per-call argument binding is trivial; the handler receives the params itself.
+its per-call argument binding is trivial; the handler receives the params itself. Once
+jsonrpcserver has looked a registered method up and accepted its arguments (the first call),
+later calls go straight to the handler, and a result is framed as jsonrpcserver's own
+``serialize_success`` frames it (``{"jsonrpc", "result", "id"}``); errors still go through
+jsonrpcserver's result and response types. Its per-call wrapping (an ``Either``, two named
+tuples and a dict per answer) cost about 11 µs of the 12 a small request's dispatch took.
 
 A handler takes the request's params (a dict, a list, or None) and returns the result, or raises
 :class:`RpcError`. A pydantic ``ValidationError`` becomes -32602; any other exception becomes
@@ -60,13 +65,15 @@ class RequestDispatcher:
 
     def __init__(self) -> None:
         self._methods: dict[str, Callable[..., Awaitable[Any]]] = {}
-        self._routes: dict[str, tuple[Any, Callable[..., Awaitable[Any]]]] = {}
+        self._handlers: dict[str, RequestHandler] = {}
+        self._routes: dict[str, Any] = {}
 
     def __contains__(self, method: str) -> bool:
         return method in self._methods
 
     def register(self, method: str, handler: RequestHandler) -> None:
         self._methods[method] = _adapt(handler, method)
+        self._handlers[method] = handler
         self._routes.pop(method, None)
 
     async def dispatch(self, request: Request) -> dict[str, Any]:
@@ -76,28 +83,26 @@ class RequestDispatcher:
         method, jsonrpcserver's lookup and argument check (``dispatch_request`` minus the
         call) give the same answer every time, since we always pass the same empty params and
         adapter: it runs once and its outcome is kept (one entry per registered method, so
-        the cache is bounded by our own registrations; unknown names are never kept).
+        the cache is bounded by our own registrations; unknown names are never kept). From
+        then on the handler is called directly (see the module docstring).
         """
-        async_dispatcher, dispatcher, response, _ = _jsonrpcserver()
-        route = self._routes.get(request.method)
-        if route is None:
-            server_request = dispatcher.create_request(
-                {"method": request.method, "params": [], "id": 0}
-            )
-            _, outcome = await async_dispatcher.dispatch_request(
-                self._methods, request, server_request
-            )
-            if request.method in self._methods:
-                self._remember_route(request.method, server_request)
-        else:
-            server_request, method = route
-            outcome = await async_dispatcher.call(server_request, request, method)
-        serializable: dict[str, Any] = response.to_serializable(
-            dispatcher.to_response(server_request, outcome)
+        server_request = self._routes.get(request.method)
+        if server_request is not None:
+            try:
+                value = await self._handlers[request.method](request.params)
+            except Exception as exc:
+                return _framed(server_request, _error_result(exc, request.method), request)
+            return {"jsonrpc": "2.0", "result": value, "id": request.id}
+        async_dispatcher, dispatcher, _, _ = _jsonrpcserver()
+        server_request = dispatcher.create_request(
+            {"method": request.method, "params": [], "id": 0}
         )
-        serializable["id"] = request.id  # ids may be null, which jsonrpcserver reserves
-        return serializable
-
+        _, outcome = await async_dispatcher.dispatch_request(
+            self._methods, request, server_request
+        )
+        if request.method in self._methods:
+            self._remember_route(request.method, server_request)
+        return _framed(server_request, outcome, request)
 
     def _remember_route(self, method: str, server_request: Any) -> None:
         _, dispatcher, _, (_result, right) = _jsonrpcserver()
@@ -105,7 +110,17 @@ class RequestDispatcher:
             functools.partial(dispatcher.validate_args, server_request, None)
         )
         if isinstance(looked_up, right):
-            self._routes[method] = (server_request, looked_up._value)
+            self._routes[method] = server_request
+
+
+def _framed(server_request: Any, outcome: Any, request: Request) -> dict[str, Any]:
+    """jsonrpcserver's response object for its ``outcome`` of ``request``."""
+    _, dispatcher, response, _ = _jsonrpcserver()
+    serializable: dict[str, Any] = response.to_serializable(
+        dispatcher.to_response(server_request, outcome)
+    )
+    serializable["id"] = request.id  # ids may be null, which jsonrpcserver reserves
+    return serializable
 
 
 _ADAPTER_SIGNATURE = inspect.Signature(
@@ -118,20 +133,26 @@ def _adapt(handler: RequestHandler, method: str) -> Callable[..., Awaitable[Any]
         _, _, _, (result, _) = _jsonrpcserver()  # cached; imported by the first request
         try:
             value = await handler(request.params)
-        except RpcError as exc:
-            if exc.data is None:  # omit "data" rather than send null
-                return result.Error(exc.code, exc.message)
-            return result.Error(exc.code, exc.message, exc.data)
-        except pydantic.ValidationError as exc:
-            errors = exc.errors(include_url=False, include_context=False, include_input=False)
-            return result.InvalidParams(_plain(errors))
         except Exception as exc:
-            log.exception("handler for %s failed", method)
-            return result.Error(-32603, "Internal error", type(exc).__name__)
+            return _error_result(exc, method)
         return result.Success(value)
 
     call_handler.__signature__ = _ADAPTER_SIGNATURE  # type: ignore[attr-defined]
     return call_handler
+
+
+def _error_result(exc: Exception, method: str) -> Any:
+    """The jsonrpcserver error result a handler's exception is answered with."""
+    _, _, _, (result, _) = _jsonrpcserver()
+    if isinstance(exc, RpcError):
+        if exc.data is None:  # omit "data" rather than send null
+            return result.Error(exc.code, exc.message)
+        return result.Error(exc.code, exc.message, exc.data)
+    if isinstance(exc, pydantic.ValidationError):
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        return result.InvalidParams(_plain(errors))
+    log.exception("handler for %s failed", method)
+    return result.Error(-32603, "Internal error", type(exc).__name__)
 
 
 def _plain(errors: Any) -> list[dict[str, Any]]:

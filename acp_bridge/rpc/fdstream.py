@@ -10,17 +10,27 @@ The descriptor's blocking mode is restored on :meth:`aclose`. The descriptor its
 when ``close_fd=True``: stdin and stdout belong to the process, not to the stream. Non-blocking
 mode applies to the whole open file description, so another process sharing a terminal would
 see it too; these streams are meant for pipes.
+
+:func:`direct_receive` and :func:`direct_send` give the line reader and writer the same
+pass-free reads and writes over the pipes of :func:`anyio.open_process`: anyio's own process
+streams spend a full scheduler pass per call (a checkpoint before every trio read and write,
+and after every asyncio write), which is most of a small message's cost. They read and write
+the very same pipe, with the same cancel guarantees as above, and leave closing to the
+stream they stand in for.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import sys
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-__all__ = ["FdReceiveStream", "FdSendStream"]
+__all__ = ["FdReceiveStream", "FdSendStream", "direct_receive", "direct_send"]
 
 _READS_PER_YIELD = 16
 """Reads served straight from a non-empty pipe before one full scheduler pass."""
@@ -54,6 +64,11 @@ class _FdStream:
         if self._closed:
             raise anyio.ClosedResourceError
 
+    def _open_fd(self) -> int:
+        """The descriptor to use now; raises ClosedResourceError once the stream is closed."""
+        self._check_open()
+        return self._fd
+
 
 class FdReceiveStream(_FdStream, ByteReceiveStream):
     """Reads from a pipe's file descriptor."""
@@ -75,12 +90,12 @@ class FdReceiveStream(_FdStream, ByteReceiveStream):
         else:
             await anyio.lowlevel.checkpoint_if_cancelled()
         while True:
-            self._check_open()
+            fd = self._open_fd()
             try:
-                data = os.read(self._fd, max_bytes)
+                data = os.read(fd, max_bytes)
             except BlockingIOError:
                 self._reads_since_yield = 0
-                await anyio.wait_readable(self._fd)
+                await self._wait_readable(fd)
                 continue
             except OSError as exc:
                 raise anyio.BrokenResourceError from exc
@@ -88,6 +103,9 @@ class FdReceiveStream(_FdStream, ByteReceiveStream):
                 raise anyio.EndOfStream
             self._reads_since_yield += 1
             return data
+
+    async def _wait_readable(self, fd: int) -> None:
+        await anyio.wait_readable(fd)
 
 
 class FdSendStream(_FdStream, ByteSendStream):
@@ -107,15 +125,15 @@ class FdSendStream(_FdStream, ByteSendStream):
         view = memoryview(item)
         await anyio.lowlevel.checkpoint_if_cancelled()
         while view:
-            self._check_open()
+            fd = self._open_fd()
             try:
-                written = os.write(self._fd, view)
+                written = os.write(fd, view)
             except BlockingIOError:
                 if len(view) == len(item):
-                    await anyio.wait_writable(self._fd)
+                    await anyio.wait_writable(fd)
                 else:
                     with anyio.CancelScope(shield=True):
-                        await anyio.wait_writable(self._fd)
+                        await anyio.wait_writable(fd)
                 continue
             except OSError as exc:  # EPIPE above all: the reader is gone
                 raise anyio.BrokenResourceError from exc
@@ -123,3 +141,137 @@ class FdSendStream(_FdStream, ByteSendStream):
 
     async def send_eof(self) -> None:
         await self.aclose()
+
+
+# -- the pipes of anyio.open_process, without anyio's extra scheduler passes -----------------
+
+
+def direct_receive(stream: ByteReceiveStream) -> ByteReceiveStream:
+    """A pass-free reader of ``stream``'s pipe when ``stream`` is a trio process pipe from
+    :func:`anyio.open_process`; otherwise ``stream`` itself (asyncio's process streams already
+    read without a pass, and other streams are left alone)."""
+    inner = _trio_pipe(stream, "receive_some")
+    return stream if inner is None else _TrioPipeReceive(stream, inner)
+
+
+def direct_send(stream: ByteSendStream) -> ByteSendStream:
+    """A pass-free writer of ``stream``'s pipe when ``stream`` is a process pipe from
+    :func:`anyio.open_process` (either backend); otherwise ``stream`` itself."""
+    inner = _trio_pipe(stream, "send_all")
+    if inner is not None:
+        return _TrioPipeSend(stream, inner)
+    writer = _asyncio_writer(stream)
+    return stream if writer is None else _AsyncioPipeSend(stream, writer)
+
+
+def _trio_pipe(stream: Any, method: str) -> Any:
+    """anyio's trio wrapper holds a ``trio.lowlevel.FdStream`` in ``_stream``; only a pipe
+    qualifies (a write of at most PIPE_BUF bytes is then all or nothing)."""
+    if type(stream).__module__ != "anyio._backends._trio":
+        return None
+    trio = sys.modules.get("trio")
+    inner = getattr(stream, "_stream", None)
+    if trio is None or not isinstance(inner, trio.lowlevel.FdStream) or not hasattr(inner, method):
+        return None
+    try:
+        fd = inner.fileno()
+        return inner if fd >= 0 and stat.S_ISFIFO(os.fstat(fd).st_mode) else None
+    except OSError:
+        return None
+
+
+def _asyncio_writer(stream: Any) -> Any:
+    if type(stream).__module__ != "anyio._backends._asyncio":
+        return None
+    asyncio = sys.modules.get("asyncio")
+    writer = getattr(stream, "_stream", None)
+    if asyncio is None or not isinstance(writer, asyncio.StreamWriter):
+        return None
+    return writer
+
+
+class _TrioPipeReceive(FdReceiveStream):
+    """Reads a trio process pipe as :class:`FdReceiveStream` does. The descriptor is asked of
+    trio's stream before every read: trio sets it to -1 when it closes it, so a closed (and
+    perhaps reused) descriptor number is never read."""
+
+    def __init__(self, outer: ByteReceiveStream, inner: Any) -> None:
+        self._outer = outer
+        self._inner = inner
+        self._fd = inner.fileno()
+        self._close_fd = False
+        self._closed = False
+        self._reads_since_yield = 0
+
+    def _open_fd(self) -> int:
+        fd: int = self._inner.fileno()
+        if self._closed or fd < 0:
+            raise anyio.ClosedResourceError
+        return fd
+
+    async def _wait_readable(self, fd: int) -> None:
+        try:
+            await anyio.wait_readable(fd)
+        except anyio.ClosedResourceError:
+            raise
+        except Exception as exc:  # trio's own ClosedResourceError, from notify_closing
+            if self._inner.fileno() < 0:
+                raise anyio.ClosedResourceError from exc
+            raise
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._outer.aclose()
+
+
+class _TrioPipeSend(FdSendStream):
+    """Writes a trio process pipe as :class:`FdSendStream` does (see :class:`_TrioPipeReceive`
+    for the descriptor)."""
+
+    def __init__(self, outer: ByteSendStream, inner: Any) -> None:
+        self._outer = outer
+        self._inner = inner
+        self._fd = inner.fileno()
+        self._close_fd = False
+        self._closed = False
+
+    def _open_fd(self) -> int:
+        fd: int = self._inner.fileno()
+        if self._closed or fd < 0:
+            raise anyio.ClosedResourceError
+        return fd
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._outer.aclose()
+
+
+class _AsyncioPipeSend(ByteSendStream):
+    """anyio's asyncio process stdin minus the checkpoint it takes after every write. The
+    transport takes the whole item before the first await (so a cancelled sender never leaves
+    half of it), and ``drain`` waits only while the pipe is backed up."""
+
+    def __init__(self, outer: ByteSendStream, writer: Any) -> None:
+        self._outer = outer
+        self._writer = writer
+        self._closed = False
+
+    async def send(self, item: bytes) -> None:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        if self._closed:
+            raise anyio.ClosedResourceError
+        writer = self._writer
+        try:
+            writer.write(item)
+            await writer.drain()
+        except (ConnectionResetError, BrokenPipeError, RuntimeError) as exc:
+            # The same mapping as anyio's own wrapper: we closed it, or the pipe broke.
+            if self._closed or getattr(self._outer, "_closed", False):
+                raise anyio.ClosedResourceError from exc
+            if writer.is_closing():
+                raise anyio.BrokenResourceError from exc
+            raise
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._outer.aclose()

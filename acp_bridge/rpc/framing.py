@@ -23,6 +23,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
+from acp_bridge.rpc.fdstream import direct_receive, direct_send
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "LineReader", "LineWriter"]
 
@@ -46,7 +47,7 @@ class LineReader:
     ) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
-        self._stream = stream
+        self._stream = direct_receive(stream)  # a process pipe is read without a pass per read
         self._max_line_bytes = max_line_bytes
         self._lines: deque[bytes] = deque()
         self._partial: list[bytes] = []
@@ -151,7 +152,7 @@ class LineWriter:
     def __init__(self, stream: ByteSendStream, *, queue_size: int = 128) -> None:
         if queue_size < 1:
             raise ValueError("queue_size must be positive")
-        self._stream = stream
+        self._stream = direct_send(stream)  # a process pipe is written without a pass
         self._queue: deque[tuple[bytes, anyio.Event | None]] = deque()
         self._room = anyio.Semaphore(queue_size)  # a queued line holds a unit until written
         self._lock = anyio.Lock(fast_acquire=True)  # held by whoever is writing

@@ -8,8 +8,14 @@ Concurrency:
 
 * :meth:`JsonRpcPeer.run` owns a task group holding the reader loop, the queue writer (see
   :class:`~acp_bridge.rpc.framing.LineWriter`; short lines are written by their sender when the
-  stream is idle), and one task per incoming request, so a handler may itself call the other
-  side.
+  stream is idle), and the workers that serve incoming requests, so a handler may itself call
+  the other side. A worker serves one request at a time, each inside that request's own cancel
+  scope, then waits for the next one; a new worker is started only when none is idle, so
+  there are never more workers than requests in flight, and at most
+  ``IDLE_WORKERS_KEPT`` idle ones stay after a burst. Reusing a worker costs one wake-up
+  instead of starting a task (anyio's task start is most of what serving a small request
+  costs). Handlers share their worker's context: a handler must not leave a ``ContextVar``
+  set for the next request.
 * At most ``max_requests_in_flight`` incoming requests are served at once. At the bound the
   reader, holding the next request, waits for a handler to finish before it reads on: the
   other side's writes back up into its pipe (backpressure; nothing is dropped or refused).
@@ -64,6 +70,9 @@ CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
 DEFAULT_MAX_REQUESTS_IN_FLIGHT: Final = 128
 """Incoming requests served at once, per peer; past it the reader stops reading."""
 
+IDLE_WORKERS_KEPT: Final = 64
+"""Idle request workers kept waiting for the next request; more finish after a burst."""
+
 CANCEL_NOTICE_TIMEOUT_S: Final = 1.0
 """How long a cancelled caller may spend queueing its ``$/cancel_request``: the note is a
 courtesy, and the caller's own cancellation must not wait on a stuck pipe."""
@@ -115,6 +124,7 @@ class JsonRpcPeer:
         self._inflight: dict[RequestId, anyio.CancelScope] = {}
         self._max_requests_in_flight = max_requests_in_flight
         self._serving_slots = anyio.Semaphore(max_requests_in_flight)
+        self._idle_workers: list[_WorkerSlot] = []
         self._task_group: TaskGroup | None = None
         self._closed_reason: BaseException | None = None
         self._finished = anyio.Event()
@@ -157,8 +167,8 @@ class JsonRpcPeer:
 
     @property
     def requests_in_flight(self) -> int:
-        """Incoming requests being served or answered now, each one task (never more than
-        ``max_requests_in_flight``)."""
+        """Incoming requests being served or answered now, each by one worker (never more
+        than ``max_requests_in_flight``)."""
         return self._max_requests_in_flight - self._serving_slots.value
 
     @property
@@ -441,8 +451,37 @@ class JsonRpcPeer:
             await self._serving_slots.acquire()  # backpressure: stop reading until one ends
         scope = anyio.CancelScope()
         self._inflight[request.id] = scope
-        assert self._task_group is not None
-        self._task_group.start_soon(self._serve, request, scope)
+        if self._idle_workers:
+            slot = self._idle_workers.pop()
+            slot.job = (request, scope)
+            slot.wake.set()
+        else:
+            assert self._task_group is not None
+            self._task_group.start_soon(self._run_worker, request, scope)
+
+    async def _run_worker(self, request: Request, scope: anyio.CancelScope) -> None:
+        """Serve ``request``, then whatever the reader hands this worker next (see the module
+        docstring). Each job's scope was registered by the reader before the handoff, so a
+        ``$/cancel_request`` that comes before the worker starts it still cancels it."""
+        while True:
+            await self._serve(request, scope)
+            if len(self._idle_workers) >= IDLE_WORKERS_KEPT:
+                return
+            slot = _WorkerSlot()
+            self._idle_workers.append(slot)
+            try:
+                await slot.wake.wait()
+            except BaseException:
+                # Only the connection's end cancels an idle worker; a job handed over in the
+                # same step is never served, but its slot and scope must still be let go.
+                if slot in self._idle_workers:
+                    self._idle_workers.remove(slot)
+                if slot.job is not None:
+                    self._inflight.pop(slot.job[0].id, None)
+                    self._serving_slots.release()
+                raise
+            assert slot.job is not None
+            request, scope = slot.job
 
     async def _serve(self, request: Request, scope: anyio.CancelScope) -> None:
         # The slot is held until the answer is written, not just computed: when the other side
@@ -475,6 +514,16 @@ class JsonRpcPeer:
             await self._send(response)
         except (ConnectionClosedError, ResourceClosedError) as exc:
             log.debug("%s: could not send an error reply: %s", self.name, exc)
+
+
+class _WorkerSlot:
+    """An idle worker: the reader puts a job in it and sets ``wake``."""
+
+    __slots__ = ("job", "wake")
+
+    def __init__(self) -> None:
+        self.wake = anyio.Event()
+        self.job: tuple[Request, anyio.CancelScope] | None = None
 
 
 def _fresh(exc: BaseException) -> BaseException:
