@@ -4,10 +4,15 @@ set_config_option, session/prompt and the session/cancel notification.
 acp-protocol.md section 4. The bridge originates these when it restores a session after a
 restart (it stores ``cwd``, ``mcpServers`` and ``additionalDirectories`` itself) and when it
 dequeues a prompt, and it inspects their results (``sessionId``, ``stopReason``, ``usage``).
+
+This module defines the results, which a client validates. The request params (and the MCP
+server entries) live in :mod:`acp_bridge.wire.session_requests`, defined on first use: a client
+sends them as plain dicts, and a one-shot run should not pay for defining them. They are still
+importable from here (``from acp_bridge.wire.acp import NewSessionRequest``).
 """
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, Tag
 
@@ -19,7 +24,26 @@ from acp_bridge.wire.base import (
     WireModel,
     tag_discriminator,
 )
-from acp_bridge.wire.content import ContentBlock
+
+if TYPE_CHECKING:
+    from acp_bridge.wire.session_requests import (
+        CancelNotification,
+        CloseSessionRequest,
+        DeleteSessionRequest,
+        EnvVariable,
+        HttpHeader,
+        ListSessionsRequest,
+        LoadSessionRequest,
+        McpServer,
+        McpServerHttp,
+        McpServerSse,
+        McpServerStdio,
+        NewSessionRequest,
+        PromptRequest,
+        ResumeSessionRequest,
+        SetSessionConfigOptionRequest,
+        SetSessionModeRequest,
+    )
 
 __all__ = [
     "BooleanConfigOption",
@@ -55,61 +79,73 @@ __all__ = [
     "Usage",
 ]
 
-
-# --- MCP servers --------------------------------------------------------------------------------
-
-
-class EnvVariable(WireModel):
-    """``{name, value}``: one environment variable (MCP stdio servers, terminal/create)."""
-
-    name: str
-    value: str
-
-
-class HttpHeader(WireModel):
-    """``{name, value}``: one HTTP header of an http/sse MCP server."""
-
-    name: str
-    value: str
-
-
-class McpServerStdio(WireModel):
-    """A stdio MCP server (no ``type`` field): ``{name, command, args[], env[]}``."""
-
-    name: str
-    command: str
-    args: list[str]
-    env: list[EnvVariable]
+_REQUESTS = frozenset(
+    {
+        "CancelNotification",
+        "CloseSessionRequest",
+        "DeleteSessionRequest",
+        "EnvVariable",
+        "HttpHeader",
+        "ListSessionsRequest",
+        "LoadSessionRequest",
+        "McpServer",
+        "McpServerHttp",
+        "McpServerSse",
+        "McpServerStdio",
+        "NewSessionRequest",
+        "PromptRequest",
+        "ResumeSessionRequest",
+        "SetSessionConfigOptionRequest",
+        "SetSessionModeRequest",
+    }
+)
 
 
-class McpServerHttp(WireModel):
-    """``{type:"http", name, url, headers[]}``; needs ``mcpCapabilities.http``."""
+def __getattr__(name: str) -> Any:
+    """The request names, from :mod:`acp_bridge.wire.session_requests` on first access (then
+    bound here, so this runs once per name)."""
+    if name not in _REQUESTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from acp_bridge.wire import session_requests
 
-    type: Literal["http"] = "http"
-    name: str
-    url: str
-    headers: list[HttpHeader]
-
-
-class McpServerSse(WireModel):
-    """``{type:"sse", name, url, headers[]}`` (deprecated); needs ``mcpCapabilities.sse``."""
-
-    type: Literal["sse"] = "sse"
-    name: str
-    url: str
-    headers: list[HttpHeader]
+    value = getattr(session_requests, name)
+    globals()[name] = value
+    return value
 
 
-McpServer = Annotated[
-    Annotated[McpServerStdio, Tag("stdio")]
-    | Annotated[McpServerHttp, Tag("http")]
-    | Annotated[McpServerSse, Tag("sse")]
-    | Annotated[dict[str, Any], Tag(UNKNOWN_TAG)],
-    tag_discriminator("type", "type", ("stdio", "http", "sse"), missing="stdio"),
+__all__ = [
+    "BooleanConfigOption",
+    "CancelNotification",
+    "CloseSessionRequest",
+    "ConfigOption",
+    "DeleteSessionRequest",
+    "EnvVariable",
+    "HttpHeader",
+    "ListSessionsRequest",
+    "ListSessionsResponse",
+    "LoadSessionRequest",
+    "LoadSessionResponse",
+    "McpServer",
+    "McpServerHttp",
+    "McpServerSse",
+    "McpServerStdio",
+    "NewSessionRequest",
+    "NewSessionResponse",
+    "PromptRequest",
+    "PromptResponse",
+    "ResumeSessionRequest",
+    "ResumeSessionResponse",
+    "SelectConfigOption",
+    "SessionInfo",
+    "SessionMode",
+    "SessionModeState",
+    "SetSessionConfigOptionRequest",
+    "SetSessionConfigOptionResponse",
+    "SetSessionModeRequest",
+    "StopReason",
+    "UnknownConfigOption",
+    "Usage",
 ]
-"""An MCP server entry; unknown ``type`` values (e.g. unstable ``acp``) are kept as plain dicts."""
-
-_McpServers = Annotated[list[McpServer], SKIP_INVALID]
 
 
 # --- modes and config options -------------------------------------------------------------------
@@ -178,29 +214,12 @@ _ConfigOptions = Annotated[list[ConfigOption], SKIP_INVALID]
 # --- session setup ------------------------------------------------------------------------------
 
 
-class NewSessionRequest(WireModel):
-    """``session/new`` params: ``{cwd, mcpServers, additionalDirectories?}``."""
-
-    cwd: str
-    mcp_servers: _McpServers
-    additional_directories: Annotated[list[str] | None, SKIP_INVALID] = None
-
-
 class NewSessionResponse(WireModel):
     """``session/new`` result: ``{sessionId, modes?, configOptions?}``."""
 
     session_id: str
     modes: Annotated[SessionModeState | None, SALVAGE] = None
     config_options: Annotated[_ConfigOptions | None, SALVAGE] = None
-
-
-class LoadSessionRequest(WireModel):
-    """``session/load`` params; gated by ``loadSession``. The agent replays the whole history."""
-
-    session_id: str
-    cwd: str
-    mcp_servers: _McpServers
-    additional_directories: Annotated[list[str] | None, SKIP_INVALID] = None
 
 
 class LoadSessionResponse(NullableResult):
@@ -210,27 +229,11 @@ class LoadSessionResponse(NullableResult):
     config_options: Annotated[_ConfigOptions | None, SALVAGE] = None
 
 
-class ResumeSessionRequest(WireModel):
-    """``session/resume`` params; gated by ``sessionCapabilities.resume``. No replay."""
-
-    session_id: str
-    cwd: str
-    mcp_servers: _McpServers | None = None
-    additional_directories: Annotated[list[str] | None, SKIP_INVALID] = None
-
-
 class ResumeSessionResponse(NullableResult):
     """``session/resume`` result: ``{modes?, configOptions?}``."""
 
     modes: Annotated[SessionModeState | None, SALVAGE] = None
     config_options: Annotated[_ConfigOptions | None, SALVAGE] = None
-
-
-class ListSessionsRequest(WireModel):
-    """``session/list`` params: ``{cwd?, cursor?}``."""
-
-    cwd: str | None = None
-    cursor: str | None = None
 
 
 class SessionInfo(WireModel):
@@ -248,46 +251,6 @@ class ListSessionsResponse(WireModel):
 
     sessions: Annotated[list[SessionInfo], SKIP_INVALID]
     next_cursor: Annotated[str | None, SALVAGE] = None
-
-
-class CloseSessionRequest(WireModel):
-    """``session/close`` params (implies a cancel); the result is ``{}``."""
-
-    session_id: str
-
-
-class DeleteSessionRequest(WireModel):
-    """``session/delete`` params; the result is ``{}``."""
-
-    session_id: str
-
-
-class SetSessionModeRequest(WireModel):
-    """``session/set_mode`` params; the result is ``{}``."""
-
-    session_id: str
-    mode_id: str
-
-
-class SetSessionConfigOptionRequest(WireModel):
-    """``session/set_config_option`` params.
-
-    A select option sends ``{sessionId, configId, value: "<value id>"}``; a boolean option adds
-    ``type:"boolean"`` and sends ``value: true|false``. Use :meth:`select` / :meth:`boolean`.
-    """
-
-    session_id: str
-    config_id: str
-    type: Literal["boolean"] | None = None
-    value: StrictBool | str
-
-    @classmethod
-    def select(cls, session_id: str, config_id: str, value: str) -> Self:
-        return cls(session_id=session_id, config_id=config_id, value=value)
-
-    @classmethod
-    def boolean(cls, session_id: str, config_id: str, value: bool) -> Self:
-        return cls(session_id=session_id, config_id=config_id, type="boolean", value=value)
 
 
 class SetSessionConfigOptionResponse(WireModel):
@@ -309,13 +272,6 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
 
 
-class PromptRequest(WireModel):
-    """``session/prompt`` params; one request spans the whole turn in v1."""
-
-    session_id: str
-    prompt: list[ContentBlock]
-
-
 class Usage(WireModel):
     """Token usage of a turn (*unstable* ``PromptResponse.usage``)."""
 
@@ -335,9 +291,3 @@ class PromptResponse(WireModel):
 
     def is_cancelled(self) -> bool:
         return self.stop_reason == StopReason.CANCELLED
-
-
-class CancelNotification(WireModel):
-    """``session/cancel`` params (a notification): cancel the session's running turn."""
-
-    session_id: str

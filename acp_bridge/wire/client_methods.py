@@ -10,9 +10,9 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, StrictBool, Tag
 
-from acp_bridge.wire.acp import EnvVariable
 from acp_bridge.wire.base import SALVAGE, SKIP_INVALID, UNKNOWN_TAG, WireModel, tag_discriminator
 from acp_bridge.wire.kinds import PermissionOptionKind
+from acp_bridge.wire.session_requests import EnvVariable
 from acp_bridge.wire.updates import ToolCallUpdate
 
 __all__ = [

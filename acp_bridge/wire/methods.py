@@ -13,22 +13,12 @@ from __future__ import annotations
 from typing import Final
 
 from acp_bridge.wire.acp import (
-    CancelNotification,
-    CloseSessionRequest,
-    DeleteSessionRequest,
-    ListSessionsRequest,
     ListSessionsResponse,
-    LoadSessionRequest,
     LoadSessionResponse,
-    NewSessionRequest,
     NewSessionResponse,
-    PromptRequest,
     PromptResponse,
-    ResumeSessionRequest,
     ResumeSessionResponse,
-    SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
-    SetSessionModeRequest,
 )
 from acp_bridge.wire.base import EmptyResponse, WireModel
 from acp_bridge.wire.client_methods import (
@@ -47,6 +37,18 @@ from acp_bridge.wire.client_methods import (
     WriteTextFileRequest,
 )
 from acp_bridge.wire.initialize import AuthenticateRequest, InitializeRequest, InitializeResponse
+from acp_bridge.wire.session_requests import (
+    CancelNotification,
+    CloseSessionRequest,
+    DeleteSessionRequest,
+    ListSessionsRequest,
+    LoadSessionRequest,
+    NewSessionRequest,
+    PromptRequest,
+    ResumeSessionRequest,
+    SetSessionConfigOptionRequest,
+    SetSessionModeRequest,
+)
 from acp_bridge.wire.updates import SessionNotification
 
 __all__ = ["NOTIFICATION_PARAMS", "REQUEST_PARAMS", "RESULTS"]
