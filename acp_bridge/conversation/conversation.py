@@ -56,7 +56,14 @@ from acp_bridge.client.events import (
 from acp_bridge.client.session import Session, to_blocks
 from acp_bridge.client.supervisor import SupervisedAgent
 from acp_bridge.conversation.fanout import ConversationEvent, EventFanout
-from acp_bridge.conversation.journal import LOG_BATCH, TurnJournal, answered_usage, final_event
+from acp_bridge.conversation.group_commit import GroupCommit, PendingCall
+from acp_bridge.conversation.journal import (
+    LOG_BATCH,
+    FinalEvent,
+    TurnJournal,
+    answered_usage,
+    final_event,
+)
 from acp_bridge.conversation.publishing import EventPublisher
 from acp_bridge.conversation.queue import QueueMachine
 from acp_bridge.conversation.queue_model import (
@@ -70,7 +77,7 @@ from acp_bridge.conversation.queue_model import (
     ReviveAgent,
     StartTurn,
 )
-from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.conversation.store import ConversationRecord, FinishedTurn, QueueStore
 from acp_bridge.conversation.usage import Usage
 from acp_bridge.errors import AgentError, BridgeError, ResourceClosedError
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
@@ -89,6 +96,15 @@ _RECORD_MARGIN_S: Final = 1.0
 _CUT_WAIT_S: Final = 1.0
 """How long a cut turn's task gets to leave (it only has its current commit to finish)."""
 _CUT_ERROR: Final = "the turn did not close within the stop window; it was cut"
+
+
+_SubmittedFinal = tuple[PendingCall[bool], FinishedTurn | None, FinalEvent]
+"""A final state queued for commit: the store call, the turn it records, the event to publish."""
+
+
+def _started_event(seq: int, blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+    return {"seq": seq, "text": text}
 
 
 @dataclass
@@ -124,6 +140,7 @@ class Conversation:
         self.agent = agent
         self.session = session
         self._store = store
+        self._commits = GroupCommit(store)
         self._driver = TurnDriver(session, policy)
         self._task_group = task_group
         self._clock = clock
@@ -310,46 +327,65 @@ class Conversation:
             await self._perform(decide())
 
     async def _perform(self, actions: list[Action]) -> None:
-        for action in actions:
+        index = 0
+        while index < len(actions):
+            action = actions[index]
+            index += 1
             if isinstance(action, StartTurn):
-                self._state.idle_reason = None
-                self._task_group.start_soon(self._guarded_turn, action)
+                self._begin_turn(action, None)
             elif isinstance(action, CancelTurn):
                 self._driver.request_cancel(action.reason)
             elif isinstance(action, ReviveAgent):
                 await self.agent.revive()
             elif isinstance(action, MessageFinal):
-                await self._finish(action)
+                after = actions[index] if index < len(actions) else None
+                if isinstance(after, StartTurn) and self._can_start_at_once(after):
+                    await self._finish_and_start(action, after)
+                    index += 1
+                else:
+                    await self._finish(action)
             elif isinstance(action, Idle):
                 self._state.idle_reason = action.reason
                 self._state.idle.set()
                 self._state.idle = anyio.Event()
 
-    async def _guarded_turn(self, start: StartTurn) -> None:
+    def _begin_turn(self, start: StartTurn, prompt: list[dict[str, Any]] | None) -> None:
+        """Run the turn of ``start`` in its own task; ``prompt``: it is confirmed and recorded
+        running already (see :meth:`_finish_and_start`), prompt at once."""
+        self._state.idle_reason = None
+        self._task_group.start_soon(self._guarded_turn, start, prompt)
+
+    async def _guarded_turn(
+        self, start: StartTurn, started_prompt: list[dict[str, Any]] | None
+    ) -> None:
         with anyio.CancelScope(shield=True) as scope:
             if not self._turns.scopes:
                 self._turns.none_left = anyio.Event()
             self._turns.scopes.add(scope)
             try:
-                await self._run_turn(start)
+                if started_prompt is None:
+                    started_prompt = await self._start_turn(start)
+                if started_prompt is not None:
+                    await self._run_turn(start.seq, started_prompt)
             finally:
                 self._turns.scopes.discard(scope)
                 if not self._turns.scopes:
                     self._turns.none_left.set()
 
-    async def _run_turn(self, start: StartTurn) -> None:
+    async def _start_turn(self, start: StartTurn) -> list[dict[str, Any]] | None:
+        """Wait for the agent, confirm the start and record it running: the prompt to send,
+        or None when the start was withdrawn meanwhile or the agent is gone."""
         seq = start.seq
         try:
             await self.agent.wait_ready()  # a cold start or a restart in progress
         except AgentError:
             await self._act(self._machine.agent_gone)
-            return
+            return None
         blocks = self._prompts.pop(seq, None) or await self._stored_prompt(seq)
-        text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-        started_event = {"seq": seq, "text": text}
+        started_event = _started_event(seq, blocks)
         async with self._acting:
             if not self._machine.start_confirmed(seq, start.generation):
-                return  # withdrawn while we waited: never prompted
+                return None  # withdrawn while we waited: never prompted
             await self._db(
                 self._store.mark_running,
                 self.id,
@@ -359,6 +395,35 @@ class Conversation:
             )
             self._journal.turn_started(seq)
             await self.emit("turn_started", started_event)
+        return blocks
+
+    def _can_start_at_once(self, start: StartTurn) -> bool:
+        return self.agent.is_ready and start.seq in self._prompts
+
+    async def _finish_and_start(self, final: MessageFinal, start: StartTurn) -> None:
+        """A message's final state and the next message's start, in one commit: the common
+        case of a queue draining (the agent is ready and the next prompt was sent in this
+        process). The start is confirmed now, under the same step as the final state, so it
+        is recorded running before the turn's task prompts, as on the slow path."""
+        blocks = self._prompts.pop(start.seq)
+        confirmed = self._machine.start_confirmed(start.seq, start.generation)
+        assert confirmed  # decided in this very step: nothing could withdraw it
+        started_event = _started_event(start.seq, blocks)
+        finish = self._submit_finish(final)
+        running = self._commits.submit(
+            self._store.mark_running,
+            self.id,
+            start.seq,
+            now=self._clock(),
+            event=("turn_started", started_event),
+        )
+        await self._finished(final, finish)
+        await running.result()
+        self._journal.turn_started(start.seq)
+        await self.emit("turn_started", started_event)
+        self._begin_turn(start, blocks)
+
+    async def _run_turn(self, seq: int, blocks: list[dict[str, Any]]) -> None:
         self._turn_started_at = time.monotonic()
         self._events.turn_started(seq)
         try:
@@ -387,11 +452,15 @@ class Conversation:
         await self._act(decide)
 
     async def _finish(self, final: MessageFinal) -> None:
+        await self._finished(final, self._submit_finish(final))
+
+    def _submit_finish(self, final: MessageFinal) -> _SubmittedFinal:
+        """Queue the final state's commit (with the turn's batched log and its end event)."""
         turn = self._journal.take_turn(final.seq)
         started = self._turn_started_at
         duration_ms = 0.0 if started is None else (time.monotonic() - started) * 1000
         end = final_event(final, turn, duration_ms, self.structured_error)
-        changed = await self._db(
+        call = self._commits.submit(
             self._store.finish,
             self.id,
             final.seq,
@@ -404,6 +473,15 @@ class Conversation:
             event=(end.name, end.data),
             turn=turn,
         )
+        return call, turn, end
+
+    async def _finished(
+        self,
+        final: MessageFinal,
+        submitted: _SubmittedFinal,
+    ) -> None:
+        call, turn, end = submitted
+        changed = await call.result()
         if changed and turn is not None:
             self._journal.settled(turn)
         if changed:
@@ -492,5 +570,6 @@ class Conversation:
         await self._db(self._store.update_conversation, self.id, session_id=new_session_id, now=now)
 
     async def _db(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        # SQLite commits fsync: keep them off the event loop.
-        return await anyio.to_thread.run_sync(lambda: method(*args, **kwargs))
+        # In a worker thread (a commit may fsync), committed together with the calls of other
+        # tasks queued meanwhile: see :mod:`.group_commit`.
+        return await self._commits.call(method, *args, **kwargs)

@@ -155,8 +155,14 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (_V1, _V2, _V3)
 LATEST_VERSION: Final = len(MIGRATIONS)
 
 
-def connect(path: str, *, busy_timeout_s: float) -> sqlite3.Connection:
-    """Open ``path`` in autocommit mode, WAL, ``synchronous=FULL``, foreign keys on; migrate it.
+def connect(path: str, *, busy_timeout_s: float, fsync: bool = False) -> sqlite3.Connection:
+    """Open ``path`` in autocommit mode, WAL, foreign keys on; migrate it.
+
+    ``fsync=False`` (``synchronous=NORMAL``): a commit is in the WAL, handed to the operating
+    system, when it returns; it survives a crash or SIGKILL of this process, and a power loss
+    can roll back the latest commits but never corrupts the file (the WAL is fsynced at each
+    checkpoint). ``fsync=True`` (``synchronous=FULL``): every commit is also fsynced before it
+    returns, so it survives a power loss too, at the price of one fsync per commit.
 
     The connection may be used from any thread (the caller serialises access).
 
@@ -177,8 +183,7 @@ def connect(path: str, *, busy_timeout_s: float) -> sqlite3.Connection:
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal" and path != ":memory:":
             raise QueueStoreError(f"{path}: cannot use WAL mode (journal_mode is {mode})")
-        # FULL: in WAL mode a commit is fsynced before it returns, so it survives power loss too.
-        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute(f"PRAGMA synchronous = {'FULL' if fsync else 'NORMAL'}")
         migrate(conn, path)
     except sqlite3.Error as exc:
         conn.close()

@@ -3,11 +3,20 @@
 :class:`QueueStore` is synchronous and thread-safe: one connection (``check_same_thread=False``)
 guarded by a lock, so async callers may run it in a worker thread. It imports no anyio.
 
-Durability. The file is in WAL mode with ``synchronous=FULL``: every mutating call is one committed
-``BEGIN IMMEDIATE`` transaction, and when it returns the change is in the WAL and fsynced. A message
-is durable when :meth:`QueueStore.add_message` returns, across a SIGKILL of the process and (as far
-as the disk honours fsync) a power loss. ``BEGIN IMMEDIATE`` plus ``busy_timeout`` lets several
-processes share a file safely.
+Durability. The file is in WAL mode and every mutating call is one committed ``BEGIN IMMEDIATE``
+transaction (or part of one batch, see :meth:`~.store_base.StoreBase.batch`). What a returned
+commit survives is the store's :data:`Durability`, chosen at :meth:`QueueStore.open`:
+
+- ``"process"`` (the default, ``synchronous=NORMAL``): the commit is in the WAL, handed to the
+  operating system. It survives a crash or SIGKILL of the bridge, which is what the queue
+  promises: a message is durable when :meth:`QueueStore.add_message` returns, and a message
+  marked running is never prompted again by a restarted bridge. A power loss or kernel crash
+  can roll back the latest commits (never corrupting the file; the WAL is fsynced at each
+  checkpoint).
+- ``"power"`` (``synchronous=FULL``): every commit is also fsynced before it returns, so it
+  survives a power loss too (as far as the disk honours fsync), for one fsync per commit.
+
+``BEGIN IMMEDIATE`` plus ``busy_timeout`` lets several processes share a file safely.
 
 The queue. A message's ``seq`` is its creation order (1, 2, 3, ... per conversation, dense).
 Its ``position`` is its place in the queue: a normal send goes after every message ever queued;
@@ -50,7 +59,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
 from acp_bridge.conversation.records import (
@@ -86,10 +95,12 @@ from acp_bridge.errors import (
 
 __all__ = [
     "BUSY_TIMEOUT_S",
+    "DURABILITIES",
     "AlreadyRunningError",
     "ConversationChanges",
     "ConversationRecord",
     "ConversationSummary",
+    "Durability",
     "EventRecord",
     "FinishedTurn",
     "LogEntry",
@@ -99,6 +110,10 @@ __all__ = [
     "UnknownConversationError",
     "UnknownMessageError",
 ]
+
+Durability = Literal["process", "power"]
+"""What a returned commit survives: a crash of the bridge process, or also a power loss."""
+DURABILITIES: Final[tuple[Durability, ...]] = ("process", "power")
 
 # How long a write waits for another process's write transaction before failing.
 BUSY_TIMEOUT_S: Final = 10.0
@@ -112,8 +127,10 @@ class QueueStore(ConversationCatalog):
     (:mod:`.store_catalog`), the queue (here), the SQL itself (:mod:`.store_sql`)."""
 
     @classmethod
-    def open(cls, path: Path | str) -> QueueStore:
+    def open(cls, path: Path | str, *, durability: Durability = "process") -> QueueStore:
         """Open (creating if needed) and migrate the store at ``path`` (``":memory:"`` for tests).
+
+        ``durability``: what each commit survives once it returned (see the module's text).
 
         Raises:
             QueueStoreError: the file cannot be opened, is not an SQLite database (corrupt), is
@@ -122,7 +139,10 @@ class QueueStore(ConversationCatalog):
         name = str(path)
         if name != ":memory:" and not name.startswith("file:"):
             create_private(name)
-        return cls(connect(name, busy_timeout_s=BUSY_TIMEOUT_S), name)
+        if durability not in DURABILITIES:
+            raise ValueError(f"durability must be one of {DURABILITIES}, not {durability!r}")
+        fsync = durability == "power"
+        return cls(connect(name, busy_timeout_s=BUSY_TIMEOUT_S, fsync=fsync), name)
 
     # -- the queue -------------------------------------------------------------------------------
 
@@ -135,7 +155,7 @@ class QueueStore(ConversationCatalog):
         unpause: bool = False,
         now: float,
     ) -> StoredMessage:
-        """Queue a message (committed and fsynced on return) and return it.
+        """Queue a message (committed on return) and return it.
 
         ``next=True`` puts it ahead of every queued message; ``unpause=True`` also clears the
         conversation's paused flag in the same transaction (a new send after a stop resumes).
@@ -193,7 +213,7 @@ class QueueStore(ConversationCatalog):
         """queued -> running, counting an attempt. False if the message is no longer queued.
 
         ``event`` (kind, data) is logged in the same transaction when the message starts: one
-        commit, one fsync, instead of two.
+        commit instead of two.
 
         Raises:
             AlreadyRunningError: another message of this conversation is running.

@@ -37,6 +37,8 @@ class StoreBase:
         self._conn: sqlite3.Connection | None = conn
         self._path = path
         self._lock = threading.Lock()
+        # The thread running a batch (see batch()): its calls join the batch's transaction.
+        self._batch_thread: int | None = None
 
     @property
     def path(self) -> str:
@@ -64,12 +66,46 @@ class StoreBase:
     # -- shared by the parts of the store ----------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, what: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
-        """One transaction under the lock; sqlite3 errors become QueueStoreError here, once."""
+    def batch(self, what: str = "commit a batch of changes") -> Iterator[None]:
+        """Make every call of this thread inside the block one transaction: one commit for all.
+
+        Group commit: a caller with several changes pending (a conversation's queued sends, a
+        message's final state and the next one's start) pays for one commit instead of one
+        each. All or nothing: if the block raises, none of its changes is kept. Calls from
+        other threads wait for the block to end (the store's lock is held throughout).
+
+        Raises:
+            QueueStoreError: the transaction could not begin or commit.
+        """
         with self._lock:
-            if self._conn is None:
-                raise ResourceClosedError(f"the queue store {self._path} is closed")
-            conn = self._conn
+            conn = self._open_connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                self._batch_thread = threading.get_ident()
+                try:
+                    yield
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    self._batch_thread = None
+            except sqlite3.Error as exc:
+                raise QueueStoreError(f"{self._path}: could not {what}: {exc}") from exc
+
+    @contextmanager
+    def _transaction(self, what: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """One transaction under the lock; sqlite3 errors become QueueStoreError here, once.
+        Inside this thread's :meth:`batch`, the batch's transaction instead."""
+        if self._batch_thread == threading.get_ident():
+            try:
+                yield self._open_connection()
+            except sqlite3.Error as exc:
+                raise QueueStoreError(f"{self._path}: could not {what}: {exc}") from exc
+            return
+        with self._lock:
+            conn = self._open_connection()
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
@@ -81,6 +117,11 @@ class StoreBase:
                     raise
             except sqlite3.Error as exc:
                 raise QueueStoreError(f"{self._path}: could not {what}: {exc}") from exc
+
+    def _open_connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ResourceClosedError(f"the queue store {self._path} is closed")
+        return self._conn
 
     def _list_conversations(self, *, limit: int) -> list[ConversationRecord]:
         with self._transaction("list conversations", write=False) as db:

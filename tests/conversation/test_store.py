@@ -123,13 +123,23 @@ def test_a_process_killed_mid_turn_keeps_every_committed_message_and_nothing_els
         assert drain(store) == [2]
 
 
-def test_the_store_is_in_wal_mode_with_full_synchronous_commits(store: QueueStore) -> None:
-    with raw(Path(store.path)) as conn:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    # synchronous is a per-connection setting: look at the store's own connection.
-    assert store._conn is not None
-    assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    assert store._conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+def test_the_store_is_in_wal_mode_and_syncs_as_its_durability_says(tmp_path: Path) -> None:
+    """process (the default): synchronous=NORMAL, a commit survives a crash of the process;
+    power: synchronous=FULL, every commit fsynced."""
+    for durability, synchronous in (("process", 1), ("power", 2)):
+        path = tmp_path / f"{durability}.db"
+        with QueueStore.open(path, durability=durability) as store:  # type: ignore[arg-type]
+            with raw(path) as conn:
+                assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            # synchronous is a per-connection setting: look at the store's own connection.
+            assert store._conn is not None
+            assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == synchronous
+            assert store._conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    with QueueStore.open(tmp_path / "default.db") as store:
+        assert store._conn is not None
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+    with pytest.raises(ValueError, match="durability"):
+        QueueStore.open(tmp_path / "bad.db", durability="disk")  # type: ignore[arg-type]
 
 
 # -- the queue -------------------------------------------------------------------------------------

@@ -1,0 +1,145 @@
+"""Group commit: the store calls of async code, run in a worker thread, several to a commit.
+
+A conversation makes a few store calls per message (the send, the start of its turn, its final
+state), from different tasks. Each alone would be one transaction and one worker-thread hop.
+:class:`GroupCommit` queues the calls and runs everything queued in one worker-thread trip,
+inside one :meth:`~.store_base.StoreBase.batch` transaction: while one batch commits, the calls
+arriving meanwhile wait and form the next one. Under load (a thousand sends while turns run)
+most calls share a commit; alone, a call costs what it did before.
+
+Order: calls run in the order they were submitted, so a message's final state is committed no
+later than anything submitted after it (the next message's start). Durability is the store's:
+a call's result is returned only after the transaction holding it committed.
+
+Failures: one failing call must not fail its neighbours. If any call of a batch raises, the
+batch is rolled back and each of its calls runs again alone, in order, so each gets its own
+result or its own error. (The store's calls only touch the database, so running one again after
+a rollback is safe.)
+
+No background task: the caller that finds no batch running commits the queue itself; when it is
+done, the oldest waiting caller (if any) takes over. Waiting is shielded, as
+:func:`anyio.to_thread.run_sync` is: a caller cancelled while its call commits still gets the
+call's outcome and returns it, so a send never commits a message its caller did not hear about.
+
+Bound: calls are queued only by tasks awaiting them, one call per awaiting task (plus at most one
+submitted without waiting, see :meth:`GroupCommit.submit`), so the queue is bounded by the tasks
+of the conversation.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import anyio
+
+from acp_bridge.conversation.store_base import StoreBase
+
+__all__ = ["GroupCommit", "PendingCall"]
+
+_T = TypeVar("_T")
+
+
+class PendingCall(Generic[_T]):
+    """A store call queued in a :class:`GroupCommit`; :meth:`result` waits for its commit."""
+
+    def __init__(self, owner: GroupCommit, run: Callable[[], _T]) -> None:
+        self._owner = owner
+        self._run = run
+        self._value: _T | None = None
+        # Until it runs: a batch cut short (the worker thread raised) leaves this error.
+        self._error: BaseException | None = RuntimeError("the store call was never run")
+        self.settled = False
+        self._wake = anyio.Event()
+
+    def execute(self) -> None:
+        """Run the call (in the worker thread); keep its value or its error."""
+        try:
+            self._value = self._run()
+            self._error = None
+        except Exception as exc:  # handed to the caller by result()
+            self._error = exc
+
+    @property
+    def failed(self) -> bool:
+        return self._error is not None
+
+    def settle(self) -> None:
+        self.settled = True
+        self._wake.set()
+
+    def take_the_lead(self) -> None:
+        self._wake.set()
+
+    async def result(self) -> _T:
+        """The call's value once committed, or its error raised here."""
+        owner = self._owner
+        with anyio.CancelScope(shield=True):
+            while not self.settled:
+                if not owner.committing:
+                    await owner.commit_queued()
+                    continue
+                await self._wake.wait()
+                self._wake = anyio.Event()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]  # settled without error: set
+
+
+class GroupCommit:
+    """Queued store calls of one store, committed in batches by a worker thread."""
+
+    def __init__(self, store: StoreBase) -> None:
+        self._store = store
+        self._queued: deque[PendingCall[Any]] = deque()
+        self.committing = False
+        self.batches = 0
+        """How many worker-thread trips committed the calls so far (for benchmarks)."""
+
+    def submit(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> PendingCall[_T]:
+        """Queue ``method(*args, **kwargs)`` without waiting; await :meth:`PendingCall.result`
+        (always: it is what commits the queue when nothing else is committing)."""
+        call = PendingCall(self, lambda: method(*args, **kwargs))
+        self._queued.append(call)
+        return call
+
+    async def call(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """Run ``method(*args, **kwargs)`` in a committed batch and return its result."""
+        return await self.submit(method, *args, **kwargs).result()
+
+    async def commit_queued(self) -> None:
+        """Commit every queued call, in one worker-thread trip; then wake the callers queued
+        meanwhile, so one of them commits the next batch."""
+        calls = list(self._queued)
+        self._queued.clear()
+        self.committing = True
+        try:
+            await anyio.to_thread.run_sync(self._run_batch, calls)
+        finally:
+            self.committing = False
+            self.batches += 1
+            for call in calls:
+                call.settle()
+            # Any of the callers queued meanwhile may commit the next batch: the first to run
+            # does, the others see it committing and wait again.
+            for call in self._queued:
+                call.take_the_lead()
+
+    def _run_batch(self, calls: list[PendingCall[Any]]) -> None:
+        if len(calls) == 1:
+            calls[0].execute()
+            return
+        try:
+            with self._store.batch(f"commit {len(calls)} changes together"):
+                for call in calls:
+                    call.execute()
+                    if call.failed:
+                        raise _BatchFailed
+        except Exception:  # _BatchFailed, or the commit itself: nothing of it was kept
+            for call in calls:
+                call.execute()
+
+
+class _BatchFailed(Exception):
+    """One call of a batch failed: roll the batch back and run its calls one by one."""
