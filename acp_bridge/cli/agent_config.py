@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -127,6 +126,8 @@ def _check_default(key: str, value: Any) -> str | None:
 
 def parse_config(text: str, path: str) -> ConfigFile:
     """Parse and check a config file's text (``path`` is only used in messages)."""
+    import tomllib  # here: a run without a config file (most one-shots) never needs it
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
