@@ -172,6 +172,11 @@ class JsonRpcPeer:
         return self._max_requests_in_flight - self._serving_slots.value
 
     @property
+    def idle_workers(self) -> int:
+        """Request workers waiting for the next request (at most ``IDLE_WORKERS_KEPT``)."""
+        return len(self._idle_workers)
+
+    @property
     def closed_reason(self) -> BaseException | None:
         """Why the connection ended (None while it is open)."""
         return self._closed_reason
