@@ -11,18 +11,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from acp_bridge.client.events import PermissionDecided
-from acp_bridge.client.fs import FileSystemAccess
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.session import Session
-from acp_bridge.client.terminal import TerminalManager
 from acp_bridge.errors import RpcError
 from acp_bridge.rpc.peer import JsonRpcPeer
+
+if TYPE_CHECKING:
+    from acp_bridge.client.terminal import TerminalManager
 
 __all__ = ["ClientHandlers"]
 
@@ -49,6 +50,11 @@ class ClientHandlers:
         self._name = agent_name
         self._options = options
         self._find_session = find_session
+        # fs and terminal support are imported only when offered (a one-shot offers neither).
+        if options.allow_fs_read or options.allow_fs_write:
+            from acp_bridge.client.fs import FileSystemAccess
+        if options.allow_terminal:
+            from acp_bridge.client.terminal import TerminalManager
         self._fs = (
             FileSystemAccess(
                 self._roots, allow_read=options.allow_fs_read, allow_write=options.allow_fs_write

@@ -37,7 +37,7 @@ def models():
 print(json.dumps({
     "code": code,
     "built": sorted(m.__name__ for m in models() if m.__pydantic_complete__),
-    "modules": sorted(m for m in sys.modules if m.startswith("acp_bridge.wire.")),
+    "modules": sorted(m for m in sys.modules if m.startswith("acp_bridge.")),
     "frozen": gc.get_freeze_count(),
     "gc_enabled": gc.isenabled(),
 }))
@@ -77,9 +77,12 @@ def test_a_one_shot_run_builds_only_the_models_it_validates(tmp_path: Path) -> N
     built = set(report["built"])
     assert {"InitializeResponse", "NewSessionResponse", "PromptResponse"} <= built
     assert built <= EXPECTED_BUILT, built - EXPECTED_BUILT
-    # The agent sent no request and nobody read a typed update: those modules stay unloaded.
-    assert "acp_bridge.wire.client_methods" not in report["modules"]
-    assert "acp_bridge.wire.updates" not in report["modules"]
+    # The agent sent no request and nobody read a typed update: those modules stay unloaded,
+    # and so do fs and terminal support, which the run did not offer.
+    for module in ("wire.client_methods", "wire.updates", "wire.session_requests"):
+        assert f"acp_bridge.{module}" not in report["modules"]
+    for module in ("client.fs", "client.terminal"):
+        assert f"acp_bridge.{module}" not in report["modules"]
     # The library was imported with the collector paused, and frozen after (see run_entry).
     assert report["frozen"] > 10_000
     assert report["gc_enabled"] is True
