@@ -180,11 +180,11 @@ class Session:
         """Finish with ``turn``. One still open is cancelled through its machine (one grace
         window; quarantine when the agent does not answer). Bounded; never raises."""
         try:
-            with anyio.CancelScope(shield=True):
-                if not turn.is_closed:
+            if not turn.is_closed:  # only then is there anything to wait for (and shield)
+                with anyio.CancelScope(shield=True):
                     await self.cancel_and_close(turn, "the caller left the turn before it ended")
-                turn.close()
-                self.fenced_message_ids = turn.message_ids
+            turn.close()
+            self.fenced_message_ids = turn.message_ids
         finally:
             self._turn = None
             self._turn_lock.release()
