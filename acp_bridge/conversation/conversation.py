@@ -159,6 +159,8 @@ class Conversation:
         self._turn_started_at: float | None = None
         self._journal = TurnJournal(record.usage, record.cost_meter)
         self._acting = anyio.Lock()
+        self._sending = anyio.Lock()
+        self._stops = 0
         self._turns = _Turns()
         self._turns.none_left.set()
         self._hurry = False
@@ -173,7 +175,11 @@ class Conversation:
         message goes next.
         """
         blocks = to_blocks(content)
-        async with self._acting:
+        # Sends take their turn among themselves (seq order is queue order) but commit without
+        # holding up the running turn's steps: its final state and the next start can commit
+        # meanwhile, even in the same batch (see .group_commit).
+        async with self._sending:
+            stops = self._stops
             record = await self._db(
                 self._store.add_message,
                 self.id,
@@ -182,15 +188,21 @@ class Conversation:
                 unpause=True,
                 now=self._clock(),
             )
-            self._prompts[record.seq] = blocks
-            await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
-            await self._perform(self._machine.send(record.seq, interrupt=interrupt))
+            async with self._acting:
+                if self._stops != stops:  # a stop paused the store again since our commit
+                    await self._db(
+                        self._store.update_conversation, self.id, paused=False, now=self._clock()
+                    )
+                self._prompts[record.seq] = blocks
+                await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
+                await self._perform(self._machine.send(record.seq, interrupt=interrupt))
         return record.seq
 
     async def stop(self) -> None:
         """Cancel the running turn (it ends cancelled) and pause the queue until
         :meth:`resume` or a new send."""
         async with self._acting:
+            self._stops += 1
             await self._db(self._store.update_conversation, self.id, paused=True, now=self._clock())
             await self._perform(self._machine.stop())
 

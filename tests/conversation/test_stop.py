@@ -9,6 +9,7 @@ the conversation: every test here found the message still ``running`` and no ``t
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -189,3 +190,49 @@ async def test_stop_now_cuts_the_wait_and_still_records_the_turn_cancelled(
         store.close()
     assert stored_states(tmp_path) == {1: "cancelled"}
     assert turn_ended(seen) == [(1, "cancelled", "cancelled")]
+
+
+class GatedSends(QueueStore):
+    """A store whose next add_message blocks in its worker thread until released: the window
+    between a send's commit and its step in the queue machine, held open."""
+
+    gate: threading.Event | None = None
+    entered: threading.Event | None = None
+
+    def add_message(self, *args: Any, **kwargs: Any) -> Any:
+        record = super().add_message(*args, **kwargs)
+        gate, entered = self.gate, self.entered
+        if gate is not None and entered is not None:
+            entered.set()
+            gate.wait(timeout=30)
+        return record
+
+
+async def test_a_stop_between_a_sends_commit_and_its_queue_step_leaves_store_and_queue_agreed(
+    tmp_path: Path,
+) -> None:
+    """A send commits without holding up the conversation's other steps, so a stop can land
+    after the send's commit (which unpaused the store) and before the send reaches the queue
+    (which unpauses the queue). The send then unpauses the store again: the conversation runs
+    the message, and the store does not say paused (a resume would otherwise stay paused)."""
+    store = GatedSends.open(tmp_path / "q.db")
+    record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
+    try:
+        async with (
+            open_supervised_agent(fake("echo_agent.py"), OPTIONS) as agent,
+            open_conversation(store, agent, record, policy=POLICY) as conv,
+        ):
+            store.gate, store.entered = threading.Event(), threading.Event()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(conv.send, "echo one")
+                await anyio.to_thread.run_sync(store.entered.wait, 30)
+                tg.start_soon(conv.stop)  # lands inside the send's window: its commit queues
+                await anyio.wait_all_tasks_blocked()
+                store.gate.set()
+            store.gate = None
+            with anyio.fail_after(20):
+                assert await conv.wait_idle() == "drained"
+            assert [m.state.value for m in conv.messages()] == ["done"]
+        assert not store.get_conversation(record.id).paused  # type: ignore[union-attr]
+    finally:
+        store.close()
