@@ -197,10 +197,15 @@ def step_queue(plan: Plan, s: Samples) -> None:
             workdir = Path(tmp).resolve()
             sdk = bench_turns.queue_sdk(n, workdir)
             commit = bench_turns.bare_commit(workdir)
+            commit_normal = bench_turns.bare_commit(workdir, synchronous="NORMAL")
+        power = bench_growth.queue_rate(n, durability="power")
         s.add("queue.ours_turns_per_s", ours)
         s.add("queue.sdk_prompts_per_s", sdk)
         s.add("queue.ratio", ours / sdk)
+        s.add("queue.power_turns_per_s", power)
+        s.add("queue.power_ratio", power / sdk)
         s.add("queue.bare_commit_ms", commit * 1000)
+        s.add("queue.bare_commit_normal_ms", commit_normal * 1000)
 
 
 def step_startup(plan: Plan, s: Samples) -> None:

@@ -200,10 +200,12 @@ def replay_sdk(updates: int) -> float:
 # -- 4. queue growth ------------------------------------------------------------------------------
 
 
-def queue_rate(messages: int, backend: str = "asyncio") -> float:
-    """Turns/s of ``messages`` queued at once through a Conversation (its store on disk)."""
+def queue_rate(messages: int, backend: str = "asyncio", durability: str = "process") -> float:
+    """Turns/s of ``messages`` queued at once through a Conversation (its store on disk, opened
+    with ``durability``)."""
     with tempfile.TemporaryDirectory(prefix="bench-growth-") as tmp:
-        result = bench_turns.queue_ours(backend, messages, Path(tmp).resolve())
+        workdir = Path(tmp).resolve()
+        result = bench_turns.queue_ours(backend, messages, workdir, durability=durability)
     return messages / result.wall_s
 
 

@@ -103,8 +103,20 @@ def figures(values: Values) -> str:
             cell(v, "queue.ratio", 2, "x"),
         ],
         [
-            "a bare SQLite commit, WAL + synchronous=FULL, same disk (ms)",
+            "… the same with `--durability power` (every commit fsynced) (turns/s)",
+            cell(v, "queue.power_turns_per_s"),
+            cell(v, "queue.sdk_prompts_per_s"),
+            cell(v, "queue.power_ratio", 2, "x"),
+        ],
+        [
+            "a bare SQLite commit, WAL + synchronous=FULL (power), same disk (ms)",
             cell(v, "queue.bare_commit_ms", 2),
+            "",
+            "",
+        ],
+        [
+            "a bare SQLite commit, WAL + synchronous=NORMAL (process, the default) (ms)",
+            cell(v, "queue.bare_commit_normal_ms", 2),
             "",
             "",
         ],

@@ -452,8 +452,16 @@ class QueueResult:
     settles: int
 
 
-def queue_ours(backend: str, messages: int, workdir: Path, profile: Any = None) -> QueueResult:
-    """``messages`` sends at once to a Conversation over the echo agent, until drained."""
+def queue_ours(
+    backend: str,
+    messages: int,
+    workdir: Path,
+    profile: Any = None,
+    durability: str = "process",
+) -> QueueResult:
+    """``messages`` sends at once to a Conversation over the echo agent, until drained; the
+    store opened with ``durability`` (process: a commit survives a crash of the bridge; power:
+    also a power loss, one fsync per commit)."""
     import anyio
 
     from acp_bridge import AgentSpec, open_supervised_agent
@@ -464,7 +472,10 @@ def queue_ours(backend: str, messages: int, workdir: Path, profile: Any = None) 
     except ImportError:  # before commit ce9a990 it lived next to the Conversation
         from acp_bridge.conversation.conversation import open_conversation  # type: ignore
 
-    store = QueueStore.open(workdir / "queue.db")
+    try:
+        store = QueueStore.open(workdir / "queue.db", durability=durability)  # type: ignore[arg-type]
+    except TypeError:  # before the durability levels every commit was fsynced
+        store = QueueStore.open(workdir / "queue.db")
     timer = StoreTimer()
     timer.install(store)
 
@@ -553,9 +564,10 @@ def queue_ours(backend: str, messages: int, workdir: Path, profile: Any = None) 
 
 
 def store_alone(messages: int, workdir: Path) -> float:
-    """Seconds per message for the store calls one queued message costs (add_message,
-    mark_running, add_event x2, finish), made one after another in one thread: no event loop,
-    no worker threads, no contention."""
+    """Seconds per message for the store calls one queued message costs, as a draining queue
+    makes them (add_message; then the previous message's finish and this one's mark_running in
+    one batch), one after another in one thread: no event loop, no worker threads, no
+    contention. Default durability (process)."""
     from acp_bridge.conversation.store import QueueStore
 
     blocks = [{"type": "text", "text": QUEUE_PROMPT}]
@@ -563,18 +575,22 @@ def store_alone(messages: int, workdir: Path) -> float:
         cid = store.create_conversation(agent={}, cwd=str(workdir), now=time.time()).id
         started = time.perf_counter()
         for _ in range(messages):
-            seq = store.add_message(cid, blocks, unpause=True, now=time.time()).seq
+            store.add_message(cid, blocks, unpause=True, now=time.time())
+        store.mark_running(cid, 1, now=time.time(), event=("turn_started", {"seq": 1}))
         for seq in range(1, messages + 1):
-            store.mark_running(cid, seq, now=time.time(), event=("turn_started", {"seq": seq}))
             ended = {"seq": seq, "stopReason": "end_turn", "state": "done", "duration_ms": 1.0}
-            store.finish(
-                cid,
-                seq,
-                "done",
-                stop_reason="end_turn",
-                now=time.time(),
-                event=("turn_ended", ended),
-            )
+            with store.batch():
+                store.finish(
+                    cid,
+                    seq,
+                    "done",
+                    stop_reason="end_turn",
+                    now=time.time(),
+                    event=("turn_ended", ended),
+                )
+                if seq < messages:
+                    started_event = ("turn_started", {"seq": seq + 1})
+                    store.mark_running(cid, seq + 1, now=time.time(), event=started_event)
         return (time.perf_counter() - started) / messages
 
 
@@ -646,13 +662,14 @@ def queue_sdk(messages: int, workdir: Path) -> float:
     return asyncio.run(run())
 
 
-def bare_commit(workdir: Path, commits: int = 200) -> float:
-    """Seconds per committed one-row INSERT with sqlite3 alone, WAL and synchronous=FULL (as
-    the store is opened) in the same directory: the floor of one durable store call."""
-    conn = sqlite3.connect(workdir / "bare.db", isolation_level=None)
+def bare_commit(workdir: Path, commits: int = 200, synchronous: str = "FULL") -> float:
+    """Seconds per committed one-row INSERT with sqlite3 alone, WAL and ``synchronous`` (FULL:
+    as ``--durability power`` opens the store; NORMAL: as the default) in the same directory:
+    the floor of one store call."""
+    conn = sqlite3.connect(workdir / f"bare-{synchronous}.db", isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
         started = time.perf_counter()
         for n in range(commits):
@@ -750,7 +767,6 @@ def run_all(runs: int, cancels: int, messages: int, backends: tuple[str, ...]) -
                 result = queue_ours(backend, messages, Path(tmp).resolve())
             key = f"queue-{backend}"
             wall = result.wall_s
-            turn_path = sum(s for name, s in result.awaited_s.items() if name != "add_message")
             samples.add(key, messages / wall)
             samples.add(f"{key}-tail", result.tail_rate)
             samples.add(f"{key}-sends", result.sends_s / messages)
@@ -758,9 +774,7 @@ def run_all(runs: int, cancels: int, messages: int, backends: tuple[str, ...]) -
             samples.add(f"{key}-lockwait", result.lock_wait_s / wall)
             samples.add(f"{key}-per-turn", wall / messages)
             samples.add(f"{key}-in-driver", result.driver_s / messages)
-            samples.add(f"{key}-awaited", turn_path / messages)
-            samples.add(f"{key}-awaited-share", turn_path / wall)
-            samples.add(f"{key}-rest", (wall - result.driver_s - turn_path) / messages)
+            samples.add(f"{key}-between", (wall - result.driver_s) / messages)
             samples.add(f"{key}-store-per-turn", result.store_s / messages)
             samples.add(f"{key}-calls", sum(result.calls.values()) / messages)
             samples.add(f"{key}-settles", result.settles)
@@ -777,6 +791,9 @@ def run_all(runs: int, cancels: int, messages: int, backends: tuple[str, ...]) -
             samples.add("queue-sdk", queue_sdk(messages, workdir))
             samples.add("store-alone", store_alone(messages, workdir))
             samples.add("bare-commit", bare_commit(workdir))
+            samples.add("bare-commit-normal", bare_commit(workdir, synchronous="NORMAL"))
+            power = queue_ours("asyncio", messages, workdir, durability="power")
+            samples.add("queue-power-asyncio", messages / power.wall_s)
     return samples
 
 
@@ -880,13 +897,10 @@ def build_rows(samples: Samples, backends: tuple[str, ...], messages: int) -> li
         "",
     )
     row(
-        "Conversation, per message: in `TurnDriver.run` / awaiting the store on the turn path "
-        "(`mark_running` and `finish`, each logging its event in the same commit; worker-thread "
-        "hop and lock waits included) "
-        "/ the rest (ms)",
+        "Conversation, per message: in `TurnDriver.run` / between turns (the final state and "
+        "the next start committed together, the queue's step, the events) (ms)",
         [
-            f"{med(f'queue-{b}-in-driver') * ms:.2f} / {med(f'queue-{b}-awaited') * ms:.2f} / "
-            f"{med(f'queue-{b}-rest') * ms:.2f}"
+            f"{med(f'queue-{b}-in-driver') * ms:.2f} / {med(f'queue-{b}-between') * ms:.2f}"
             for b in backends
         ],
         "",
@@ -895,11 +909,6 @@ def build_rows(samples: Samples, backends: tuple[str, ...], messages: int) -> li
         "store's share of the queue run: its own work (lock held), all calls, / wall time (%)",
         [cell(f"queue-{b}-store", 100, 1) for b in backends],
         "no store",
-    )
-    row(
-        "… the turn path awaiting the store (the 4 calls above) / wall time (%)",
-        [cell(f"queue-{b}-awaited-share", 100, 1) for b in backends],
-        "",
     )
     row(
         "store calls per message; their work per message (ms)",
@@ -927,6 +936,18 @@ def build_rows(samples: Samples, backends: tuple[str, ...], messages: int) -> li
         [cell("bare-commit", ms, 2) for _ in backends],
         "",
     )
+    if "bare-commit-normal" in samples.values:
+        row(
+            "… the same with synchronous=NORMAL (ms)",
+            [cell("bare-commit-normal", ms, 2) for _ in backends],
+            "",
+        )
+    if "queue-power-asyncio" in samples.values:
+        row(
+            "the queue run with `--durability power` (every commit fsynced), asyncio (turns/s)",
+            [cell("queue-power-asyncio") for _ in backends],
+            "",
+        )
     row(
         "`send()`, one after another while turns run, mean per message (ms)",
         [cell(f"queue-{b}-sends", ms, 2) for b in backends],
