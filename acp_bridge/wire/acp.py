@@ -113,6 +113,10 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _REQUESTS)
+
+
 __all__ = [
     "BooleanConfigOption",
     "CancelNotification",

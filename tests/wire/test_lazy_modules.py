@@ -35,6 +35,10 @@ def test_moved_names_are_the_same_objects() -> None:
     assert client_methods.PermissionOptionKind is kinds.PermissionOptionKind
 
 
+def test_dir_lists_the_re_exported_names() -> None:
+    assert set(dir(acp)) >= set(acp.__all__)
+
+
 def test_an_unknown_name_is_still_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'NoSuchModel'"):
         _ = acp.NoSuchModel
