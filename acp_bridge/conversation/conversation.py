@@ -321,10 +321,14 @@ class Conversation:
         *,
         paused: bool,
         stored: ConversationRecord | None = None,
+        prompts: dict[int, list[dict[str, Any]]] | None = None,
     ) -> None:
         """Load the stored queue (a message cut by a crash of the bridge ends failed,
         recoverable) and start the next message never prompted. ``stored``: the conversation
-        as stored now, whose usage totals and cost meter this one continues."""
+        as stored now, whose usage totals and cost meter this one continues; ``prompts``: the
+        content of its queued messages, by seq (read with the queue, so a turn need not read
+        its prompt from the store before it starts)."""
+        self._prompts.update(prompts or {})
         async with self._acting:
             if stored is not None:
                 self._journal.continue_from(stored.usage, stored.cost_meter)

@@ -132,6 +132,7 @@ async def _start(
         [m.record() for m in _prompt_order(stored)],
         paused=bool(fresh and fresh.paused),
         stored=fresh,
+        prompts={m.seq: list(m.content) for m in stored if m.state == "queued"},
     )
 
 
