@@ -20,10 +20,12 @@ counted once; ``turn_ended`` and ``turn_failed`` carry the turn's ``usage``, and
 :attr:`Conversation.usage` is the conversation's total.
 
 Permission decisions and closed tool calls are logged too (resuming checks the tool calls the
-history used), but they come at the agent's pace, so each one is *not* its own fsynced commit:
-they are kept in a pending batch and written with the turn's final state, in that commit, or
-earlier in one commit per :data:`~.journal.LOG_BATCH` entries. A crash of the bridge loses at
-most the pending batch of the turn it cut (that turn is then recorded failed, recoverable).
+history used), in batches (see :mod:`.turn_events`).
+
+Commits. Store calls go through a :class:`~.group_commit.GroupCommit`. When a turn ends and the
+next message can start at once (the agent is ready, its prompt is at hand), the message's final
+state and the next one's start are one commit. Sends commit under their own lock, so they never
+hold up a turn's steps.
 
 Stopping. :meth:`Conversation.shutdown` (run when :func:`open_conversation` exits, however it
 exits) closes the queue, cancels the running turn, and waits, at most :attr:`stop_bound_s`, for
@@ -40,19 +42,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from acp_bridge.client.events import (
-    LifecycleEvent,
-    PermissionDecided,
-    ToolCallClosed,
-    TurnEvent,
-    UpdateReceived,
-)
+from acp_bridge.client.events import LifecycleEvent
 from acp_bridge.client.session import Session, to_blocks
 from acp_bridge.client.supervisor import SupervisedAgent
 from acp_bridge.conversation.fanout import ConversationEvent, EventFanout
@@ -77,7 +74,8 @@ from acp_bridge.conversation.queue_model import (
     ReviveAgent,
     StartTurn,
 )
-from acp_bridge.conversation.store import ConversationRecord, FinishedTurn, QueueStore
+from acp_bridge.conversation.store import ConversationRecord, FinishedTurn, LogEntry, QueueStore
+from acp_bridge.conversation.turn_events import TurnEvents
 from acp_bridge.conversation.usage import Usage
 from acp_bridge.errors import AgentError, BridgeError, ResourceClosedError
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
@@ -158,6 +156,7 @@ class Conversation:
         self._prompts: dict[int, list[dict[str, Any]]] = {}
         self._turn_started_at: float | None = None
         self._journal = TurnJournal(record.usage, record.cost_meter)
+        self._turn_events = TurnEvents(self._journal, self.emit, self._write_log)
         self._acting = anyio.Lock()
         self._sending = anyio.Lock()
         self._stops = 0
@@ -303,7 +302,7 @@ class Conversation:
         with anyio.move_on_after(_RECORD_MARGIN_S):
             await self._record_cut_turn()
         with anyio.move_on_after(_RECORD_MARGIN_S):
-            await self._flush_log()
+            await self._turn_events.flush_log()
 
     async def _record_cut_turn(self) -> None:
         seq = self._machine.running
@@ -443,7 +442,7 @@ class Conversation:
         self._turn_started_at = time.monotonic()
         self._events.turn_started(seq)
         try:
-            outcome = await self._driver.run(blocks, lambda event: self._on_turn_event(seq, event))
+            outcome = await self._driver.run(blocks, partial(self._turn_events.on_event, seq))
         except BridgeError as exc:  # no turn started: the agent is gone, or was closed
             self._journal.turn_not_started()
             failure = Failed(str(exc), False)
@@ -519,44 +518,6 @@ class Conversation:
         record = await self._db(self._store.get_message, self.id, seq)
         return list(record.content) if record is not None else []
 
-    # -- events ---------------------------------------------------------------------------------
-
-    async def _on_turn_event(self, seq: int, event: TurnEvent) -> None:
-        if isinstance(event, UpdateReceived):
-            self._journal.observe_update(seq, event.session_id, event.raw)
-            if event.raw.get("sessionUpdate") == "tool_call":
-                # Kept (small) so a resume can tell which MCP servers the history used, also
-                # for tools that never asked permission.
-                call = {k: event.raw.get(k) for k in ("toolCallId", "title", "kind")}
-                await self._log_later("tool_call", {"seq": seq, "toolCall": call}, seq)
-            await self.emit(
-                "update", {"seq": seq, "sessionId": event.session_id, "update": event.raw}
-            )
-        elif isinstance(event, PermissionDecided):
-            decision = event.option_kind or "cancelled"
-            data = {"seq": seq, "toolCall": event.tool_call, "decision": decision}
-            await self._log_later("permission", data, seq)
-            await self.emit("permission", data)
-        elif isinstance(event, ToolCallClosed):
-            data = {
-                "seq": seq,
-                "toolCallId": event.tool_call_id,
-                "status": event.status,
-                "reason": event.reason,
-            }
-            await self._log_later("tool_call_closed", data, seq)
-            await self.emit("tool_call_closed", data)
-
-    async def _log_later(self, name: str, data: dict[str, Any], seq: int) -> None:
-        """Log with the turn's final commit (bounded: a full batch is written at once)."""
-        if self._journal.log_later((name, data, seq)):
-            await self._flush_log()
-
-    async def _flush_log(self) -> None:
-        pending = self._journal.take_log()
-        if pending:
-            await self._db(self._store.add_events, self.id, pending, now=self._clock())
-
     # -- events (published in causal order: see :mod:`.publishing`) -------------------------
 
     def note_lifecycle(self, event: LifecycleEvent) -> None:
@@ -576,6 +537,9 @@ class Conversation:
 
     def close_subscribers(self) -> None:
         self._events.close()
+
+    async def _write_log(self, entries: list[LogEntry]) -> None:
+        await self._db(self._store.add_events, self.id, entries, now=self._clock())
 
     async def _log_event(
         self, name: str, data: dict[str, Any], seq: int | None, now: float

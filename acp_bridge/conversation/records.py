@@ -176,8 +176,6 @@ def event_from_row(row: sqlite3.Row) -> EventRecord:
     )
 
 
-
-
 @dataclass(frozen=True)
 class ConversationSummary:
     """A conversation as ``acp-bridge conversations`` lists it: the record and how many of its

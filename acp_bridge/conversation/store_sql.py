@@ -46,8 +46,6 @@ def create_private(path: str) -> None:
         os.close(fd)
 
 
-
-
 def queue_position(db: sqlite3.Connection, conversation_id: str, *, next: bool) -> int:
     """Where a message joins the queue: after every message, or ahead of every queued one."""
     if next:

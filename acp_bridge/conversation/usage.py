@@ -144,9 +144,7 @@ class Usage:
             counted = [f"{self.tokens[k]:,} {label}" for k, label in names if k in self.tokens]
             parts.append("tokens " + ", ".join(counted))
         if self.cost:
-            parts.append(
-                "cost " + ", ".join(f"{a:.4f} {c}" for c, a in sorted(self.cost.items()))
-            )
+            parts.append("cost " + ", ".join(f"{a:.4f} {c}" for c, a in sorted(self.cost.items())))
         if self.context is not None:
             parts.append(f"context {self.context['used']:,} of {self.context['size']:,}")
         return "; ".join(parts) if parts else "no usage reported"
