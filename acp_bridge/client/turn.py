@@ -102,7 +102,7 @@ class Turn:
     @property
     def is_done(self) -> bool:
         """The agent's side of the turn ended (answered, failed, or the agent is gone)."""
-        return self._ended.is_set()
+        return self._response is not None or self._failure is not None
 
     @property
     def is_closed(self) -> bool:
@@ -147,7 +147,10 @@ class Turn:
 
     async def deliver_update(self, raw_update: dict[str, Any]) -> None:
         """Hand one update of this turn to the caller (waits while the buffer is full)."""
-        if self._ended.is_set() or not self._tool_calls.observe(raw_update):
+        # The agent's side ended once an outcome is recorded (read without the Event's two
+        # calls: this runs once per update).
+        ended = self._response is not None or self._failure is not None
+        if ended or not self._tool_calls.observe(raw_update):
             log.debug("dropped an update after its turn or tool call closed")
             return
         self.update_count += 1
@@ -162,17 +165,16 @@ class Turn:
         return frozenset(self._message_ids)
 
     async def deliver_permission(self, decision: PermissionDecided) -> None:
-        if not self._ended.is_set():
+        if self._response is None and self._failure is None:
             await self._emit(decision)
 
     def finish_now(self, response: PromptResponse) -> None:
         """The agent answered the prompt. A ``cancelled`` answer, or any answer to a cancel,
         closes the open tool calls. Ignored once the turn ended."""
-        if self._ended.is_set():
+        if self._response is not None or self._failure is not None:
             return
         self._response = response
-        cancelled = self.machine.cancel_reason is not None
-        if response.is_cancelled() or cancelled:
+        if self.machine.cancel_reason is not None or response.is_cancelled():
             self._tail.extend(self.close_tool_calls("the turn was cancelled"))
         self._end()
         self.machine.handle(PromptAnswered(str(response.stop_reason)))
@@ -180,7 +182,7 @@ class Turn:
     def fail_now(self, failure: BaseException) -> None:
         """The turn ended without an answer; open tool calls are closed as failed. Ignored
         once the turn ended."""
-        if self._ended.is_set():
+        if self._response is not None or self._failure is not None:
             return
         self._failure = failure
         self._tail.extend(self.close_tool_calls(str(failure)))

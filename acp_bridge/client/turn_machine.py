@@ -201,6 +201,8 @@ class TurnMachine:
         if isinstance(event, UpdateArrived):
             self._last_update_at = max(self._last_update_at, event.now)
             return []
+        if isinstance(event, PromptAnswered):  # checked early: it ends every answered turn
+            return self._answered(event)
         if isinstance(event, Tick):
             return self._tick(event.now)
         if isinstance(event, TurnCancelRequested):
@@ -209,16 +211,6 @@ class TurnMachine:
             if self.state is TurnState.CANCELLING:
                 return self._quarantine("the session/cancel notification could not be written")
             return []
-        if isinstance(event, PromptAnswered):
-            if self.state is TurnState.CANCELLING:
-                return self._close(
-                    TurnOutcome(
-                        "cancelled",
-                        stop_reason=event.stop_reason,
-                        cancel_reason=self._cancel_reason,
-                    )
-                )
-            return self._close(TurnOutcome("done", stop_reason=event.stop_reason))
         # PromptFailed
         if self.state is TurnState.CANCELLING:
             return self._close(
@@ -230,6 +222,17 @@ class TurnMachine:
                 )
             )
         return self._close(TurnOutcome("failed", error=event.error, recoverable=event.recoverable))
+
+    def _answered(self, event: PromptAnswered) -> list[TurnAction]:
+        if self.state is TurnState.CANCELLING:
+            return self._close(
+                TurnOutcome(
+                    "cancelled",
+                    stop_reason=event.stop_reason,
+                    cancel_reason=self._cancel_reason,
+                )
+            )
+        return self._close(TurnOutcome("done", stop_reason=event.stop_reason))
 
     def _tick(self, now: float) -> list[TurnAction]:
         if self.state is TurnState.CANCELLING:
