@@ -28,7 +28,7 @@ from acp_bridge.client.session import Session
 from acp_bridge.client.supervisor import SupervisedAgent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
-from acp_bridge.conversation.store import ConversationRecord, QueueStore, StoredMessage
+from acp_bridge.conversation.store import ConversationRecord, QueueStore
 from acp_bridge.errors import BridgeError, SessionRestoreError
 from acp_bridge.session.driver import TurnPolicy
 
@@ -126,13 +126,10 @@ async def _start(
             "recoverable": True,
         }
         await conversation.emit("turn_failed", data, seq=seq, keep=True)
-    stored = await anyio.to_thread.run_sync(lambda: store.messages(record.id))
+    records, prompts = await anyio.to_thread.run_sync(lambda: store.queue_state(record.id))
     fresh = await anyio.to_thread.run_sync(lambda: store.get_conversation(record.id))
     await conversation.start(
-        [m.record() for m in _prompt_order(stored)],
-        paused=bool(fresh and fresh.paused),
-        stored=fresh,
-        prompts={m.seq: list(m.content) for m in stored if m.state == "queued"},
+        records, paused=bool(fresh and fresh.paused), stored=fresh, prompts=prompts
     )
 
 
@@ -177,8 +174,3 @@ async def _apply_choices(session: Session, record: ConversationRecord) -> None:
             await session.set_config_option(str(config_id), value)
     except BridgeError as exc:
         log.warning("%s: could not apply the stored choices: %s", session.id, exc)
-
-
-def _prompt_order(stored: list[StoredMessage]) -> list[StoredMessage]:
-    queued = sorted((m for m in stored if m.state == "queued"), key=lambda m: m.position)
-    return [m for m in stored if m.state != "queued"] + queued

@@ -90,16 +90,42 @@ class StoredMessage:
 
     def record(self) -> MessageRecord:
         """The message as the queue machine sees it (attempts count from 1 there)."""
-        failed = self.state is MessageState.FAILED
-        message = (self.error or {}).get("message")
-        return MessageRecord(
-            seq=self.seq,
-            state=self.state,
-            attempt=max(1, self.attempts),
-            stop_reason=self.stop_reason,
-            error=str(message or "failed") if failed else None,
-            recoverable=bool(self.recoverable) if failed else None,
+        return _machine_record(
+            self.seq, self.state, self.attempts, self.stop_reason, self.error, self.recoverable
         )
+
+
+def _machine_record(
+    seq: int,
+    state: MessageState,
+    attempts: int,
+    stop_reason: str | None,
+    error: dict[str, Any] | None,
+    recoverable: bool | None,
+) -> MessageRecord:
+    failed = state is MessageState.FAILED
+    message = (error or {}).get("message")
+    return MessageRecord(
+        seq=seq,
+        state=state,
+        attempt=max(1, attempts),
+        stop_reason=stop_reason,
+        error=str(message or "failed") if failed else None,
+        recoverable=bool(recoverable) if failed else None,
+    )
+
+
+def record_from_row(row: sqlite3.Row) -> MessageRecord:
+    """A message row (its state columns alone suffice) as the queue machine sees it."""
+    error, recoverable = row["error"], row["recoverable"]
+    return _machine_record(
+        row["seq"],
+        MessageState(row["state"]),
+        row["attempts"],
+        row["stop_reason"],
+        None if error is None else loads(error, dict),
+        None if recoverable is None else bool(recoverable),
+    )
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
+from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR, MessageRecord
 from acp_bridge.conversation.records import (
     ConversationRecord,
     ConversationSummary,
@@ -72,6 +72,7 @@ from acp_bridge.conversation.records import (
     dumps,
     loads,
     message_from_row,
+    record_from_row,
 )
 from acp_bridge.conversation.schema import connect
 from acp_bridge.conversation.store_catalog import (
@@ -349,6 +350,35 @@ class QueueStore(ConversationCatalog):
             self._require(db, conversation_id)
             rows = db.execute(query + " ORDER BY seq", (conversation_id, *(wanted or ())))
             return [self._decode(message_from_row, row) for row in rows.fetchall()]
+
+    def queue_state(self, conversation_id: str) -> tuple[list[MessageRecord], dict[int, list[Any]]]:
+        """What resuming a conversation's queue needs, and only that: every message as the
+        queue machine sees it, in prompt order (finished and running ones by seq, then the
+        queued ones by position), and the content of the queued ones by seq.
+
+        Replies and the content of finished messages are never read, so opening a long
+        conversation costs memory in proportion to its queue, not to its history.
+        """
+        with self._transaction("read the queue", write=False) as db:
+            self._require(db, conversation_id)
+            rows = db.execute(
+                "SELECT seq, position, state, stop_reason, error, recoverable, attempts,"
+                " CASE WHEN state = 'queued' THEN content END AS content"
+                " FROM messages WHERE conversation_id = ? ORDER BY seq",
+                (conversation_id,),
+            ).fetchall()
+            history: list[MessageRecord] = []
+            queued: list[tuple[int, MessageRecord]] = []
+            prompts: dict[int, list[Any]] = {}
+            for row in rows:
+                record = self._decode(record_from_row, row)
+                if record.state is MessageState.QUEUED:
+                    queued.append((row["position"], record))
+                    prompts[record.seq] = self._decode(lambda r: loads(r["content"], list), row)
+                else:
+                    history.append(record)
+            queued.sort(key=lambda item: item[0])
+            return history + [record for _, record in queued], prompts
 
     def get_message(self, conversation_id: str, seq: int) -> StoredMessage | None:
         with self._transaction("read a message", write=False) as db:

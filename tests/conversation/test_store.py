@@ -166,6 +166,30 @@ def test_a_message_sent_next_goes_ahead_of_every_queued_one(store: QueueStore) -
     assert drain(store) == [4, 2, 3, 5]
 
 
+def test_the_queue_state_is_the_history_then_the_queue_with_only_queued_content(
+    store: QueueStore,
+) -> None:
+    """What opening a conversation reads: every message as the machine sees it (history by
+    seq, then the queue by position) and the queued prompts; no reply, no finished content."""
+    from acp_bridge.conversation.records import FinishedTurn
+    from acp_bridge.conversation.usage import CostMeter, Usage
+
+    for name in ("a", "b", "c", "d"):
+        store.add_message("c", text(name), now=2.0)
+    store.add_message("c", text("urgent"), next=True, now=3.0)  # seq 5, goes first
+    store.mark_running("c", 5, now=4.0)
+    turn = FinishedTurn("x" * 10_000, False, Usage(), CostMeter())
+    store.finish("c", 5, "done", stop_reason="end_turn", now=5.0, turn=turn)
+    store.mark_running("c", 1, now=6.0)
+    store.finish("c", 1, "failed", error=FAILURE, recoverable=True, now=7.0)
+    store.mark_running("c", 2, now=8.0)
+    records, prompts = store.queue_state("c")
+    stored = {m.seq: m for m in store.messages("c")}
+    assert [r.seq for r in records] == [1, 2, 5, 3, 4]
+    assert records == [stored[r.seq].record() for r in records]
+    assert prompts == {3: text("c"), 4: text("d")}
+
+
 def test_a_second_next_message_goes_ahead_of_the_first(store: QueueStore) -> None:
     store.add_message("c", text("a"), now=2.0)
     store.add_message("c", text("b"), next=True, now=3.0)
