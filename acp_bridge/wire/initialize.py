@@ -9,7 +9,8 @@ The ``supports_*`` predicates on :class:`AgentCapabilities` are what the bridge 
 calls on.
 """
 
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import Field, StrictBool, Tag, field_validator
 
@@ -55,6 +56,16 @@ class Capability(WireModel):
 
 def _has(capability: Capability | None) -> bool:
     return capability is not None
+
+
+_Model = TypeVar("_Model", bound=WireModel)
+
+
+def _all_defaults(model: type[_Model]) -> Callable[[], _Model]:
+    """The ``default_factory`` of a field holding ``model``, whose fields all have defaults: the
+    instance is made with ``model_construct``, as validating nothing would make it, but without
+    building ``model``'s validator (an agent leaving a capability out is common)."""
+    return lambda: cast(_Model, model.model_construct())
 
 
 class Implementation(WireModel):
@@ -103,9 +114,13 @@ class ClientSessionCapabilities(WireModel):
 class ClientCapabilities(WireModel):
     """What the client (editor, or the bridge facing an agent) supports."""
 
-    fs: Annotated[FileSystemCapabilities, SALVAGE] = Field(default_factory=FileSystemCapabilities)
+    fs: Annotated[FileSystemCapabilities, SALVAGE] = Field(
+        default_factory=_all_defaults(FileSystemCapabilities)
+    )
     terminal: Annotated[StrictBool, SALVAGE] = False
-    auth: Annotated[AuthCapabilities, SALVAGE] = Field(default_factory=AuthCapabilities)
+    auth: Annotated[AuthCapabilities, SALVAGE] = Field(
+        default_factory=_all_defaults(AuthCapabilities)
+    )
     elicitation: Annotated[ElicitationCapabilities | None, SALVAGE] = None
     session: Annotated[ClientSessionCapabilities | None, SALVAGE] = None
 
@@ -150,13 +165,17 @@ class AgentCapabilities(WireModel):
 
     load_session: Annotated[StrictBool, SALVAGE] = False
     prompt_capabilities: Annotated[PromptCapabilities, SALVAGE] = Field(
-        default_factory=PromptCapabilities
+        default_factory=_all_defaults(PromptCapabilities)
     )
-    mcp_capabilities: Annotated[McpCapabilities, SALVAGE] = Field(default_factory=McpCapabilities)
+    mcp_capabilities: Annotated[McpCapabilities, SALVAGE] = Field(
+        default_factory=_all_defaults(McpCapabilities)
+    )
     session_capabilities: Annotated[SessionCapabilities, SALVAGE] = Field(
-        default_factory=SessionCapabilities
+        default_factory=_all_defaults(SessionCapabilities)
     )
-    auth: Annotated[AgentAuthCapabilities, SALVAGE] = Field(default_factory=AgentAuthCapabilities)
+    auth: Annotated[AgentAuthCapabilities, SALVAGE] = Field(
+        default_factory=_all_defaults(AgentAuthCapabilities)
+    )
 
     def supports_load(self) -> bool:
         """``session/load`` is available (the agent replays history)."""
@@ -234,7 +253,7 @@ class InitializeRequest(WireModel):
 
     protocol_version: int = Field(ge=0, le=65535)
     client_capabilities: Annotated[ClientCapabilities, SALVAGE] = Field(
-        default_factory=ClientCapabilities
+        default_factory=_all_defaults(ClientCapabilities)
     )
     client_info: Annotated[Implementation | None, SALVAGE] = None
 
@@ -253,7 +272,7 @@ class InitializeResponse(WireModel):
 
     protocol_version: int = Field(ge=0, le=65535)
     agent_capabilities: Annotated[AgentCapabilities, SALVAGE] = Field(
-        default_factory=AgentCapabilities
+        default_factory=_all_defaults(AgentCapabilities)
     )
     # Not default_factory=list: pydantic inspects the factory's signature, and the signature of a
     # builtin is parsed from text, which compiles tokenize's regexes (~3 ms of a one-shot run).
