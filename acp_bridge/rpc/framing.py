@@ -40,7 +40,11 @@ _ATOMIC_WRITE_BYTES: Final = select.PIPE_BUF
 
 
 class LineReader:
-    """Reads ``\\n``-terminated lines (returned without the newline) from a byte stream."""
+    """Reads ``\\n``-terminated lines (returned without the newline) from a byte stream.
+
+    A process pipe from :func:`anyio.open_process` is read through
+    :func:`~acp_bridge.rpc.fdstream.direct_receive` (on trio, anyio's stream takes a scheduler
+    pass before every read)."""
 
     def __init__(
         self, stream: ByteReceiveStream, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
@@ -141,6 +145,9 @@ class LineWriter:
     to: a write of at most ``PIPE_BUF`` bytes to a pipe is all or nothing (POSIX), asyncio
     transports buffer the whole item before their first await, memory streams take whole
     items, and :class:`~acp_bridge.rpc.fdstream.FdSendStream` finishes an item it started.
+    A process pipe from :func:`anyio.open_process` is written through
+    :func:`~acp_bridge.rpc.fdstream.direct_send`, so the direct path really takes no pass
+    (anyio's own process streams take one per write).
     Longer lines always go through :meth:`run`, which is only cancelled when the connection
     ends.
 
@@ -169,8 +176,13 @@ class LineWriter:
         """
         self._raise_if_unusable()
         if not self._queue and not self._lock.locked() and len(line) <= _ATOMIC_WRITE_BYTES:
-            async with self._lock:  # free, so taken without a scheduler pass
+            # Free, so taken at once; the stream's send is this path's cancel point (taking
+            # the lock with ``async with`` would check for cancellation a second time).
+            self._lock.acquire_nowait()
+            try:
                 await self._write(line)
+            finally:
+                self._lock.release()
             return
         try:
             self._room.acquire_nowait()
