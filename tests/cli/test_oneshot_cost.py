@@ -19,6 +19,12 @@ ECHO = ROOT / "fixtures" / "agents" / "echo_agent.py"
 
 PROGRAM = """
 import gc, json, sys
+import importlib.metadata
+
+scans = []  # pydantic's plugin discovery walks every installed distribution
+walk = importlib.metadata.distributions
+importlib.metadata.distributions = lambda *a, **k: (scans.append(1), walk(*a, **k))[1]
+
 from acp_bridge.cli.main import main
 
 code = main(["run", "--store", sys.argv[1], "-m", "hello", "--", sys.executable, sys.argv[2],
@@ -40,6 +46,7 @@ print(json.dumps({
     "modules": sorted(m for m in sys.modules if m.startswith("acp_bridge.")),
     "frozen": gc.get_freeze_count(),
     "gc_enabled": gc.isenabled(),
+    "plugin_scans": len(scans),
 }))
 """
 
@@ -86,3 +93,6 @@ def test_a_one_shot_run_builds_only_the_models_it_validates(tmp_path: Path) -> N
     # The library was imported with the collector paused, and frozen after (see run_entry).
     assert report["frozen"] > 10_000
     assert report["gc_enabled"] is True
+    # No pydantic plugin discovery (a scan of every installed package's metadata): the cache
+    # was settled empty before the first model was built.
+    assert report["plugin_scans"] == 0
