@@ -12,7 +12,8 @@ __all__ = ["add_conversation_options", "add_supervision_options"]
 
 
 def add_conversation_options(parser: argparse.ArgumentParser) -> None:
-    """``--cwd``, ``--session-id``, ``--store``, and ``--conversation`` or ``--resume``."""
+    """``--cwd``, ``--session-id``, ``--store``, ``--durability``, and ``--conversation`` or
+    ``--resume``."""
     parser.add_argument(
         "--cwd",
         type=directory,
@@ -29,6 +30,13 @@ def add_conversation_options(parser: argparse.ArgumentParser) -> None:
         "--store",
         metavar="PATH",
         help="the SQLite store of conversations (default: $XDG_STATE_HOME/acp-bridge/store.db)",
+    )
+    parser.add_argument(
+        "--durability",
+        choices=("process", "power"),
+        default="process",
+        help="what a committed message survives: 'process' (the default) a crash or kill of "
+        "the bridge; 'power' also a power loss, with one fsync per commit (slower)",
     )
     which = parser.add_mutually_exclusive_group()
     which.add_argument(

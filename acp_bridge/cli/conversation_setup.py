@@ -69,7 +69,7 @@ def claim_conversation(
     store_path = Path(args.store) if args.store else default_store_path()
     try:
         make_private_dir(store_path.parent)
-        store = QueueStore.open(store_path)
+        store = QueueStore.open(store_path, durability=getattr(args, "durability", "process"))
     except (OSError, QueueStoreError) as exc:
         _say(f"cannot open the store {store_path}: {exc}")
         return EXIT_USAGE
