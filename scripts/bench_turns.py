@@ -1054,26 +1054,26 @@ lock costs no pass when free, and waiting for the end releases the turn's buffer
 once. Runs on this shared 2-core machine vary by about 10%, so a trio run can land just under
 0.9x.
 
-**Queue.** The Conversation runs about a tenth as many turns per second as the SDK client, which
-has neither a queue nor a store. Per message (the breakdown row), under 1 ms goes to
-`TurnDriver.run`, more than 1 ms to awaiting the store calls on the turn path, and under 1 ms to
-the rest (the conversation's own steps: the queue machine, its lock, the events to subscribers).
-This machine's disk was about three times slower on the day of this run than on the run before
-(a bare commit 0.3 ms against 0.1 ms), which lowered the absolute rate (432 then, about 300 now)
-but not the ratio to the SDK (0.15x then, 0.16–0.17x now). Every store call is one `BEGIN
-IMMEDIATE … COMMIT` with `synchronous=FULL`, so one fsync'd WAL commit, run in a worker thread
-(a hop of about 65 µs here). A message makes three of them: `add_message` in `send`, then
-`mark_running` and `finish`, each of which logs its turn event (turn_started, turn_ended) in the
-same commit (they were five commits until the event log was folded in). Alone in one thread the
-three take well under 1 ms (a bare commit is 0.1 to 0.3 ms, see the row above). During the run
-they hold the store's lock about twice as long, because the worker threads compete with the
-event loop and the agent for the GIL and the two cores. That is the store's share, close to half
-of the wall time. The event loop's thread sits in `epoll` for about 40% of a profiled run
-(`--profile`), so the queue is bound by a serial chain of waits per message, not by CPU. No
-settle window was entered (echo turns end `done`). Turns/s did not drop with queue length in
-one-off runs of 300 and 3,000 messages. What is left is the price of durability we chose (an
-fsync per state change, so a crash of the bridge loses nothing): batching commits across
-messages would trade that away.
+**Queue.** The Conversation runs a fraction of the SDK client's prompts per second (the rows
+above), and the SDK client has neither a queue nor a store. Since #11 the store's default
+durability is `process` (WAL, `synchronous=NORMAL`: a commit survives a crash or SIGKILL of the
+bridge, which is the queue's promise; a bare commit drops from about 0.3 ms to 0.03 ms here),
+and a draining queue makes one commit per turn on the turn path: the message's final state and
+the next message's start (`running` mark and `turn_started`) together, through
+`conversation/group_commit.py`. The send's own commit (`add_message`) is made under the sends'
+lock, so it no longer holds up the turn's steps. `--durability power` keeps an fsync per commit
+(its row above).
+
+What is left between two turns (the "between turns" row): the commit's round trip to a worker
+thread (the store's work there is about 0.3 ms per message: the finish and start statements and
+the WAL writes of the ten b-tree pages a commit touches), the queue machine's step, three events
+to subscribers, and a task per turn. While a thousand sends arrive at once they compete with the
+turns for the event loop, the store's lock and the two cores, which is why the rate counted only
+after the last send returned is higher. Profiled, the event loop's thread spends about 1 ms of CPU
+per message (the SDK's whole prompt takes about 0.6 ms), so #11's aim of half the SDK's rate
+would need the conversation layer's own work cut by about half again; running the commits on the
+event loop instead of a worker thread gained about a quarter on a drain of a stored queue, but
+blocks the loop on checkpoints and on other processes' write locks, so it was not taken.
 """
 
 
