@@ -95,7 +95,7 @@ class FdReceiveStream(_FdStream, ByteReceiveStream):
                 data = os.read(fd, max_bytes)
             except BlockingIOError:
                 self._reads_since_yield = 0
-                await self._wait_readable(fd)
+                await anyio.wait_readable(fd)
                 continue
             except OSError as exc:
                 raise anyio.BrokenResourceError from exc
@@ -103,9 +103,6 @@ class FdReceiveStream(_FdStream, ByteReceiveStream):
                 raise anyio.EndOfStream
             self._reads_since_yield += 1
             return data
-
-    async def _wait_readable(self, fd: int) -> None:
-        await anyio.wait_readable(fd)
 
 
 class FdSendStream(_FdStream, ByteSendStream):
@@ -193,7 +190,8 @@ def _asyncio_writer(stream: Any) -> Any:
 class _TrioPipeReceive(FdReceiveStream):
     """Reads a trio process pipe as :class:`FdReceiveStream` does. The descriptor is asked of
     trio's stream before every read: trio sets it to -1 when it closes it, so a closed (and
-    perhaps reused) descriptor number is never read."""
+    perhaps reused) descriptor number is never read; a read waiting at that moment is woken
+    with ClosedResourceError (trio notifies waiters before it closes)."""
 
     def __init__(self, outer: ByteReceiveStream, inner: Any) -> None:
         self._outer = outer
@@ -208,16 +206,6 @@ class _TrioPipeReceive(FdReceiveStream):
         if self._closed or fd < 0:
             raise anyio.ClosedResourceError
         return fd
-
-    async def _wait_readable(self, fd: int) -> None:
-        try:
-            await anyio.wait_readable(fd)
-        except anyio.ClosedResourceError:
-            raise
-        except Exception as exc:  # trio's own ClosedResourceError, from notify_closing
-            if self._inner.fileno() < 0:
-                raise anyio.ClosedResourceError from exc
-            raise
 
     async def aclose(self) -> None:
         self._closed = True
