@@ -70,8 +70,10 @@ CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
 DEFAULT_MAX_REQUESTS_IN_FLIGHT: Final = 128
 """Incoming requests served at once, per peer; past it the reader stops reading."""
 
-IDLE_WORKERS_KEPT: Final = 64
-"""Idle request workers kept waiting for the next request; more finish after a burst."""
+IDLE_WORKERS_KEPT: Final = 32
+"""Idle request workers kept waiting for the next request; more finish after a burst. Each
+costs a few KB (64 of them held about 300-500 KB here), and 32 cover the requests an agent
+keeps open at once in practice."""
 
 CANCEL_NOTICE_TIMEOUT_S: Final = 1.0
 """How long a cancelled caller may spend queueing its ``$/cancel_request``: the note is a
