@@ -68,6 +68,8 @@ QUEUE_PROMPT = "echo hi"
 GRACE_WINDOWS = (0.5, 1.0)
 BACKENDS = ("asyncio", "trio")
 CANCEL_BUDGET_S = 0.005
+SETTLE_S = 0.05
+"""Our driver's settle window after a cancelled turn (TurnPolicy.settle_s's default)."""
 GRACE_BUDGET_S = 0.050
 
 
@@ -208,8 +210,10 @@ def cancel_ours(backend: str, cancels: int, workdir: Path) -> list[Stamps]:
     return anyio.run(run, backend=backend)
 
 
-def cancel_sdk(cancels: int, workdir: Path) -> list[Stamps]:
-    """The same with the SDK client: ``cancel()`` while ``prompt()`` waits."""
+def cancel_sdk(cancels: int, workdir: Path, pause_s: float = 0.0) -> list[Stamps]:
+    """The same with the SDK client: ``cancel()`` while ``prompt()`` waits. ``pause_s``: sleep
+    that long before each prompt, as our driver's settle window does after a cancelled turn
+    (so both sides start each cancel from a process idle for as long)."""
     from acp.connection import StreamDirection, StreamEvent
     from acp.stdio import spawn_agent_process
 
@@ -235,6 +239,8 @@ def cancel_sdk(cancels: int, workdir: Path) -> list[Stamps]:
             session_id = (await conn.new_session(cwd=str(workdir))).session_id
             results = []
             for n in range(cancels + 1):
+                if pause_s:
+                    await asyncio.sleep(pause_s)
                 stamps = Stamps()
                 current[:] = [stamps]
                 client.arm()
@@ -745,6 +751,7 @@ def run_all(runs: int, cancels: int, messages: int, backends: tuple[str, ...]) -
             for backend in backends:
                 stamps(f"coop-{backend}", cancel_ours(backend, cancels, workdir))
             stamps("coop-sdk", cancel_sdk(cancels, workdir))
+            stamps("coop-sdk-paused", cancel_sdk(cancels, workdir, pause_s=SETTLE_S))
     for run in range(1, runs + 1):
         for window in GRACE_WINDOWS:
             progress(f"  run {run}/{runs}: stubborn agent, grace {window:g} s ...")
@@ -829,6 +836,13 @@ def build_rows(samples: Samples, backends: tuple[str, ...], messages: int) -> li
         [cell(f"coop-{b}-agent", ms, 2) for b in backends],
         cell("coop-sdk-agent", ms, 2),
     )
+    if "coop-sdk-paused-total" in samples.values:
+        row(
+            "… the SDK idle as long as our settle window before each prompt "
+            f"({SETTLE_S * 1000:.0f} ms, like for like): total / the bridge's part (ms)",
+            ["" for _ in backends],
+            f"{med('coop-sdk-paused-total') * ms:.2f} / {med('coop-sdk-paused-after') * ms:.2f}",
+        )
     after_ok = all(med(f"coop-{b}-after") <= CANCEL_BUDGET_S for b in backends)
     row(
         "… the bridge: the agent's answer read -> the caller sees cancelled (ms)",
