@@ -62,14 +62,16 @@ def sizes_of(values: Values, prefix: str) -> list[int]:
 
 CAUSES = {
     "queue": (
-        "Per message the store makes three fsync'd SQLite commits (`add_message`, "
-        "`mark_running`, `finish`), awaited in worker threads on the turn path, and the "
-        "conversation layer makes its own passes (the queue machine, its lock, the events to "
-        "subscribers). Issue 11 measured the store in memory at only 0.22x the SDK, so most of "
-        "the cost is the conversation layer, not the fsync. The store's durability was not "
-        "changed here; group commit is the planned fix (bench_turns' section below breaks the "
-        "time down). On a disk busy with other work (the bare commit row of the figures), the "
-        "three fsyncs per message dominate."
+        "Since this issue the store's default durability is `process` (WAL, "
+        "`synchronous=NORMAL`: a commit survives a crash or SIGKILL of the bridge) and a "
+        "draining queue makes one commit per turn on its turn path (a message's final state "
+        "and the next message's start together, conversation/group_commit.py); a send commits "
+        "off the turn path. That doubled the rate (0.14x before). What is left is the "
+        "conversation layer's own work: profiled, its event loop spends about 1 ms of CPU per "
+        "message (the commit's round trip to a worker thread, the queue machine's step, three "
+        "events to subscribers, a task per turn), while the SDK's whole prompt takes about "
+        "0.6 ms; half the SDK's rate needs that work cut by about half again (bench_turns' "
+        "section below breaks it down)."
     ),
     "proxy_latency": (
         "The proxy adds two process wake-ups per round trip; on a saturated 2-core machine they "
@@ -77,25 +79,27 @@ CAUSES = {
         "1 ms at load 8)."
     ),
     "proxy_ratio": (
-        "Borderline, not noise alone: on a quiet 2-core box the proxy is a third process "
-        "competing for two cores with the agent and the reader, and every update crosses one "
-        "more pipe. Forwarding a read's run of update lines as one block (no split and "
-        "re-join in Python) took it from 0.83x to 0.86-1.03x across single runs on a quiet "
-        "box; what remains is the extra copy through the proxy's pipes and its wake-ups."
+        "Borderline, not noise alone: on a 2-core box the proxy is a third process competing "
+        "for two cores with the agent and the reader, and every update crosses one more pipe. "
+        "Forwarding a read's run of update lines as one block, reading the agent 64 KiB at a "
+        "time (asyncio asked 256 KiB, mapping fresh pages per read) and checking a block in two "
+        "passes put single runs between about 0.85x and 1.05x; what remains is the extra copy "
+        "through the proxy's pipes and its wake-ups."
     ),
     "stream_ratio": (
         "Single runs on this shared machine spread by +/-25%; see bench_client's section for "
         "the per-update costs that remain."
     ),
     "oneshot": (
-        "`run` now spawns the agent first (acp_bridge/cli/run_entry.py, process/early.py), so "
-        "the agent's start-up overlaps the bridge's imports, and jsonrpcserver is imported only "
-        "by an agent's first request. Measured inside the bridge on a quiet box: the agent is "
-        "spawned 55 ms after start, then 380 ms of imports and the store's creation pass "
-        "before the event loop starts; from there the whole turn and shutdown take 40 ms. "
-        "About 200 ms of those imports is pydantic building the ~100 wire models, 60 ms "
-        "pydantic itself, 70 ms the client and conversation layers. Reaching 1.1x needs a "
-        "one-shot path that does not build the wire models up front."
+        "The agent is spawned first and starts while the bridge imports; the wire models are "
+        "built on first use (a one-shot builds 4 of about 100) and the models, fs and terminal "
+        "support a run does not use are not imported, which took the import after the spawn "
+        "from about 385 to 215 ms. Where a one-shot's time goes now (medians of 11 runs): the "
+        "interpreter's start, about 50 ms (17 ms of it this checkout's editable-install "
+        "finder); parsing and the spawn, about 45 ms; the import, about 215 ms, of which "
+        "creating the library's 92 dataclasses is 60-80 ms and pydantic 65 ms; during the run "
+        "about 18 ms of model builds, 13 ms to claim and release the store, and the turn. Runs "
+        "spread by about +/-20% on this machine: single runs land between 1.0x and 1.3x."
     ),
     "stream_rate": (
         "An absolute rate: on a saturated shared machine it falls with the load while the ratio "

@@ -213,11 +213,15 @@ def figures(values: Values) -> str:
 
 
 DURABILITY = (
-    "**The store's durability today**: `QueueStore` (acp_bridge/conversation/store.py) keeps "
-    "SQLite in WAL mode with `synchronous=FULL`; every mutating call is one `BEGIN IMMEDIATE … "
-    "COMMIT`, fsynced before it returns. A queued message survives a crash of the bridge process "
-    "(SIGKILL) and, as far as the disk honours fsync, a power loss. A message costs three such "
-    "commits. This run measured the queue with that durability unchanged."
+    "**The store's durability**: `QueueStore` (acp_bridge/conversation/store.py) keeps SQLite in "
+    "WAL mode. With `durability=\"process\"` (the default; `run --durability process`) it uses "
+    "`synchronous=NORMAL`: a returned commit is in the WAL, handed to the operating system, so a "
+    "message, its running mark and its final state survive a crash or SIGKILL of the bridge "
+    "(nothing lost, nothing prompted twice); a power loss can roll back the latest commits and "
+    "never corrupts the file. `durability=\"power\"` uses `synchronous=FULL`: every commit is "
+    "fsynced too (the queue's row with it is in the figures). A queued message costs its send's "
+    "commit and, while the queue drains, one commit holding its final state and the next "
+    "message's start."
 )
 
 
