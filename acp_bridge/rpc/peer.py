@@ -8,14 +8,8 @@ Concurrency:
 
 * :meth:`JsonRpcPeer.run` owns a task group holding the reader loop, the queue writer (see
   :class:`~acp_bridge.rpc.framing.LineWriter`; short lines are written by their sender when the
-  stream is idle), and the workers that serve incoming requests, so a handler may itself call
-  the other side. A worker serves one request at a time, each inside that request's own cancel
-  scope, then waits for the next one; a new worker is started only when none is idle, so
-  there are never more workers than requests in flight, and at most
-  ``IDLE_WORKERS_KEPT`` idle ones stay after a burst. Reusing a worker costs one wake-up
-  instead of starting a task (anyio's task start is most of what serving a small request
-  costs). Handlers share their worker's context: a handler must not leave a ``ContextVar``
-  set for the next request.
+  stream is idle), and the workers that serve incoming requests (see :mod:`.serving`: reused
+  workers, each request in its own cancel scope), so a handler may itself call the other side.
 * At most ``max_requests_in_flight`` incoming requests are served at once. At the bound the
   reader, holding the next request, waits for a handler to finish before it reads on: the
   other side's writes back up into its pipe (backpressure; nothing is dropped or refused).
@@ -51,13 +45,13 @@ from acp_bridge.errors import (
     BridgeError,
     ConnectionClosedError,
     FramingError,
-    LocalProtocolError,
     ResourceClosedError,
     RpcError,
 )
 from acp_bridge.rpc.dispatch import RequestDispatcher, RequestHandler
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader, LineWriter
 from acp_bridge.rpc.pending import PendingCall, PendingTable
+from acp_bridge.rpc.serving import RequestServer
 from acp_bridge.wire import jsonrpc
 from acp_bridge.wire.jsonrpc import BadMessage, Notification, Request, RequestId, Response
 
@@ -69,11 +63,6 @@ CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
 
 DEFAULT_MAX_REQUESTS_IN_FLIGHT: Final = 128
 """Incoming requests served at once, per peer; past it the reader stops reading."""
-
-IDLE_WORKERS_KEPT: Final = 32
-"""Idle request workers kept waiting for the next request; more finish after a burst. Each
-costs a few KB (64 of them held about 300-500 KB here), and 32 cover the requests an agent
-keeps open at once in practice."""
 
 CANCEL_NOTICE_TIMEOUT_S: Final = 1.0
 """How long a cancelled caller may spend queueing its ``$/cancel_request``: the note is a
@@ -123,10 +112,9 @@ class JsonRpcPeer:
         self.invalid_log_level = logging.WARNING
         """How loudly a line that is not valid JSON-RPC is logged (a caller that explains it
         in its own words, e.g. a failed start, turns it down)."""
-        self._inflight: dict[RequestId, anyio.CancelScope] = {}
-        self._max_requests_in_flight = max_requests_in_flight
-        self._serving_slots = anyio.Semaphore(max_requests_in_flight)
-        self._idle_workers: list[_WorkerSlot] = []
+        self._server = RequestServer(
+            self._dispatcher, self._send, name=name, max_in_flight=max_requests_in_flight
+        )
         self._task_group: TaskGroup | None = None
         self._closed_reason: BaseException | None = None
         self._finished = anyio.Event()
@@ -139,7 +127,7 @@ class JsonRpcPeer:
         )
         return (
             f"<JsonRpcPeer {self.name!r} [{state}, {len(self._pending)} pending, "
-            f"{len(self._inflight)} serving]>"
+            f"{self._server.serving} serving]>"
         )
 
     # -- registration -------------------------------------------------------------------------
@@ -171,12 +159,12 @@ class JsonRpcPeer:
     def requests_in_flight(self) -> int:
         """Incoming requests being served or answered now, each by one worker (never more
         than ``max_requests_in_flight``)."""
-        return self._max_requests_in_flight - self._serving_slots.value
+        return self._server.in_flight
 
     @property
     def idle_workers(self) -> int:
         """Request workers waiting for the next request (at most ``IDLE_WORKERS_KEPT``)."""
-        return len(self._idle_workers)
+        return self._server.idle_workers
 
     @property
     def closed_reason(self) -> BaseException | None:
@@ -203,6 +191,7 @@ class JsonRpcPeer:
         try:
             async with anyio.create_task_group() as task_group:
                 self._task_group = task_group
+                self._server.attach(task_group)
                 task_group.start_soon(self._run_writer)
                 task_status.started()
                 reason = await self._read_until_closed()
@@ -387,11 +376,11 @@ class JsonRpcPeer:
                 exc,
                 line[:120],
             )
-            await self._reply(jsonrpc.error_response(None, RpcError.parse_error(str(exc))))
+            await self._server.reply(jsonrpc.error_response(None, RpcError.parse_error(str(exc))))
             return
         if type(value) is list:
             if not value:
-                await self._reply(
+                await self._server.reply(
                     jsonrpc.error_response(None, RpcError.invalid_request("empty batch"))
                 )
             for item in value:
@@ -406,7 +395,7 @@ class JsonRpcPeer:
             if self._pending.resolve(message) is None:
                 log.warning("%s: dropped a response for unknown id %r", self.name, message.id)
         elif type(message) is Request:
-            await self._start_serving(message)
+            await self._server.serve(message)
         else:
             assert isinstance(message, BadMessage)
             log.log(
@@ -416,11 +405,11 @@ class JsonRpcPeer:
                 message.error.data,
             )
             if message.reply:
-                await self._reply(jsonrpc.error_response(message.id, message.error))
+                await self._server.reply(jsonrpc.error_response(message.id, message.error))
 
     async def _handle_notification(self, message: Notification) -> None:
         if message.method == CANCEL_REQUEST_METHOD:
-            self._cancel_inflight(message.params)
+            self._server.cancel(message.params)
             return
         entry = self._notification_handlers.get(message.method)
         if entry is None:
@@ -434,103 +423,6 @@ class JsonRpcPeer:
                 handler(message.params)
         except Exception:
             log.exception("%s: handler for notification %s failed", self.name, message.method)
-
-    def _cancel_inflight(self, params: Any) -> None:
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        scope = self._inflight.get(request_id)
-        if scope is None:
-            log.debug("%s: %s for a request not in flight", self.name, CANCEL_REQUEST_METHOD)
-        else:
-            scope.cancel()
-
-    async def _start_serving(self, request: Request) -> None:
-        if request.id in self._inflight:
-            # Answering would be ambiguous: both requests share the id. The reply is written
-            # by the reader itself, so a flood of these is slowed, not turned into tasks.
-            log.warning("%s reused id %r of a request still in flight", self.name, request.id)
-            await self._reply(
-                jsonrpc.error_response(request.id, RpcError.invalid_request("duplicate id"))
-            )
-            return
-        try:
-            self._serving_slots.acquire_nowait()
-        except anyio.WouldBlock:
-            await self._serving_slots.acquire()  # backpressure: stop reading until one ends
-        scope = anyio.CancelScope()
-        self._inflight[request.id] = scope
-        if self._idle_workers:
-            slot = self._idle_workers.pop()
-            slot.job = (request, scope)
-            slot.wake.set()
-        else:
-            assert self._task_group is not None
-            self._task_group.start_soon(self._run_worker, request, scope)
-
-    async def _run_worker(self, request: Request, scope: anyio.CancelScope) -> None:
-        """Serve ``request``, then whatever the reader hands this worker next (see the module
-        docstring). Each job's scope was registered by the reader before the handoff, so a
-        ``$/cancel_request`` that comes before the worker starts it still cancels it."""
-        while True:
-            await self._serve(request, scope)
-            if len(self._idle_workers) >= IDLE_WORKERS_KEPT:
-                return
-            slot = _WorkerSlot()
-            self._idle_workers.append(slot)
-            try:
-                await slot.wake.wait()
-            except BaseException:
-                # Only the connection's end cancels an idle worker; a job handed over in the
-                # same step is never served, but its slot and scope must still be let go.
-                if slot in self._idle_workers:
-                    self._idle_workers.remove(slot)
-                if slot.job is not None:
-                    self._inflight.pop(slot.job[0].id, None)
-                    self._serving_slots.release()
-                raise
-            assert slot.job is not None
-            request, scope = slot.job
-
-    async def _serve(self, request: Request, scope: anyio.CancelScope) -> None:
-        # The slot is held until the answer is written, not just computed: when the other side
-        # stops reading our answers, tasks waiting to write them count against the bound too.
-        try:
-            try:
-                with scope:
-                    response = await self._dispatcher.dispatch(request)
-                if scope.cancelled_caught:
-                    response = jsonrpc.error_response(request.id, RpcError.request_cancelled())
-            finally:
-                del self._inflight[request.id]
-            await self._answer(request, response)
-        finally:
-            self._serving_slots.release()
-
-    async def _answer(self, request: Request, response: dict[str, Any]) -> None:
-        try:
-            await self._send(response)
-        except LocalProtocolError as exc:
-            log.error("%s: result of %s is not JSON: %s", self.name, request.method, exc)
-            await self._reply(
-                jsonrpc.error_response(request.id, RpcError.internal_error("unserializable"))
-            )
-        except (ConnectionClosedError, ResourceClosedError) as exc:
-            log.debug("%s: could not answer %s: %s", self.name, request.method, exc)
-
-    async def _reply(self, response: dict[str, Any]) -> None:
-        try:
-            await self._send(response)
-        except (ConnectionClosedError, ResourceClosedError) as exc:
-            log.debug("%s: could not send an error reply: %s", self.name, exc)
-
-
-class _WorkerSlot:
-    """An idle worker: the reader puts a job in it and sets ``wake``."""
-
-    __slots__ = ("job", "wake")
-
-    def __init__(self) -> None:
-        self.wake = anyio.Event()
-        self.job: tuple[Request, anyio.CancelScope] | None = None
 
 
 def _fresh(exc: BaseException) -> BaseException:

@@ -18,7 +18,8 @@ import pytest
 from anyio.abc import ByteReceiveStream
 
 from acp_bridge.errors import RpcError
-from acp_bridge.rpc.peer import IDLE_WORKERS_KEPT, JsonRpcPeer
+from acp_bridge.rpc.peer import JsonRpcPeer
+from acp_bridge.rpc.serving import IDLE_WORKERS_KEPT
 from tests.helpers import RawEnd, memory_byte_pipe, open_peer_pair, open_raw_peer
 
 pytestmark = pytest.mark.anyio
