@@ -23,7 +23,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
-from acp_bridge.rpc.fdstream import FdSendStream, direct_receive, direct_send
+from acp_bridge.rpc.fdstream import direct_receive, direct_send
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "LineReader", "LineWriter"]
 
@@ -148,11 +148,8 @@ class LineWriter:
     A process pipe from :func:`anyio.open_process` is written through
     :func:`~acp_bridge.rpc.fdstream.direct_send`, so the direct path really takes no pass
     (anyio's own process streams take one per write).
-    Longer lines go through :meth:`run`, which is only cancelled when the connection ends,
-    except on an :class:`~acp_bridge.rpc.fdstream.FdSendStream` (our own stdout), which
-    finishes any item it started: there a line or block of any size goes direct when the
-    writer is idle (a proxy forwarding a burst of updates saves a task switch per block), and
-    its sender waits while the pipe is full, as a queued sender would.
+    Longer lines always go through :meth:`run`, which is only cancelled when the connection
+    ends.
 
     At the bound (``queue_size`` lines waiting) senders wait for room: a peer that stops
     reading (a full pipe) slows its senders instead of growing memory. A sender that needs to
@@ -163,9 +160,6 @@ class LineWriter:
         if queue_size < 1:
             raise ValueError("queue_size must be positive")
         self._stream = direct_send(stream)  # a process pipe is written without a pass
-        # A stream that finishes every item it started, even when its sender is cancelled,
-        # takes lines of any size directly (see the class docstring).
-        self._whole_items = isinstance(stream, FdSendStream)
         self._queue: deque[tuple[bytes, anyio.Event | None]] = deque()
         self._room = anyio.Semaphore(queue_size)  # a queued line holds a unit until written
         self._lock = anyio.Lock(fast_acquire=True)  # held by whoever is writing
@@ -181,11 +175,7 @@ class LineWriter:
             ResourceClosedError: the writer was closed.
         """
         self._raise_if_unusable()
-        if (
-            not self._queue
-            and not self._lock.locked()
-            and (len(line) <= _ATOMIC_WRITE_BYTES or self._whole_items)
-        ):
+        if not self._queue and not self._lock.locked() and len(line) <= _ATOMIC_WRITE_BYTES:
             # Free, so taken at once; the stream's send is this path's cancel point (taking
             # the lock with ``async with`` would check for cancellation a second time).
             self._lock.acquire_nowait()

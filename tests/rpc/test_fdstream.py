@@ -154,36 +154,6 @@ async def test_a_send_cancelled_after_its_first_byte_still_writes_the_whole_item
     await send.aclose()
 
 
-async def test_a_block_larger_than_the_pipe_goes_to_our_stdout_without_the_writer_task(
-    pipe: tuple[int, int],
-) -> None:
-    """An FdSendStream finishes every item it started, so LineWriter writes a line of any size
-    in its sender's task when idle (the proxy's burst of updates, one block per read): here no
-    task runs the writer's queue at all, and the block still arrives whole, in order with a
-    short line after it."""
-    from acp_bridge.rpc.framing import LineWriter
-
-    read_fd, write_fd = pipe
-    receive, send = FdReceiveStream(read_fd), FdSendStream(write_fd, close_fd=True)
-    writer = LineWriter(send)  # its run() is never started
-    block = b"".join(b'{"n":%d}\n' % n for n in range(40_000))  # ~400 KB: the pipe fills
-    received = bytearray()
-
-    async def read_all() -> None:
-        while len(received) < len(block) + 3:
-            received.extend(await receive.receive(1 << 16))
-
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_all)
-            await writer.send_line(block)
-            await writer.send_line(b"ok\n")
-    writer.dispose()
-    assert bytes(received) == block + b"ok\n"
-    await receive.aclose()
-    await send.aclose()
-
-
 async def test_two_peers_talk_across_a_real_process_boundary() -> None:
     """Our peer in the test, our peer in a child process on its stdin/stdout pipes."""
     async with await anyio.open_process(
