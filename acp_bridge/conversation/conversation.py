@@ -187,14 +187,21 @@ class Conversation:
                 unpause=True,
                 now=self._clock(),
             )
-            async with self._acting:
-                if self._stops != stops:  # a stop paused the store again since our commit
-                    await self._db(
-                        self._store.update_conversation, self.id, paused=False, now=self._clock()
-                    )
-                self._prompts[record.seq] = blocks
-                await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
-                await self._perform(self._machine.send(record.seq, interrupt=interrupt))
+            # Committed: the message must reach the queue too, even if our caller is cancelled
+            # meanwhile (else it would sit queued in the store, unknown to this process, and
+            # its caller, not told its seq, might send it again).
+            with anyio.CancelScope(shield=True):
+                async with self._acting:
+                    if self._stops != stops:  # a stop paused the store again since our commit
+                        await self._db(
+                            self._store.update_conversation,
+                            self.id,
+                            paused=False,
+                            now=self._clock(),
+                        )
+                    self._prompts[record.seq] = blocks
+                    await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
+                    await self._perform(self._machine.send(record.seq, interrupt=interrupt))
         return record.seq
 
     async def stop(self) -> None:
@@ -401,6 +408,7 @@ class Conversation:
         async with self._acting:
             if not self._machine.start_confirmed(seq, start.generation):
                 return None  # withdrawn while we waited: never prompted
+            self._driver.prepare()  # a stop from now on cancels this turn
             await self._db(
                 self._store.mark_running,
                 self.id,
@@ -408,8 +416,7 @@ class Conversation:
                 now=self._clock(),
                 event=("turn_started", started_event),
             )
-            self._journal.turn_started(seq)
-            await self.emit("turn_started", started_event)
+            await self._turn_began(seq, started_event)
         return blocks
 
     def _can_start_at_once(self, start: StartTurn) -> bool:
@@ -419,30 +426,44 @@ class Conversation:
         """A message's final state and the next message's start, in one commit: the common
         case of a queue draining (the agent is ready and the next prompt was sent in this
         process). The start is confirmed now, under the same step as the final state, so it
-        is recorded running before the turn's task prompts, as on the slow path."""
-        blocks = self._prompts.pop(start.seq)
-        confirmed = self._machine.start_confirmed(start.seq, start.generation)
-        assert confirmed  # decided in this very step: nothing could withdraw it
-        started_event = _started_event(start.seq, blocks)
-        finish = self._submit_finish(final)
-        running = self._commits.submit(
-            self._store.mark_running,
-            self.id,
-            start.seq,
-            now=self._clock(),
-            event=("turn_started", started_event),
-        )
-        await self._finished(final, finish)
-        await running.result()
-        self._journal.turn_started(start.seq)
-        await self.emit("turn_started", started_event)
-        self._begin_turn(start, blocks)
+        is recorded running before the turn's task prompts, as on the slow path.
 
-    async def _run_turn(self, seq: int, blocks: list[dict[str, Any]]) -> None:
+        Shielded from the confirmation to the turn's task: a caller cancelled in between (an
+        interrupting send, a cut turn) must not leave a message confirmed, perhaps committed
+        running, that no task will ever prompt or end."""
+        with anyio.CancelScope(shield=True):
+            blocks = self._prompts.pop(start.seq)
+            # True: decided in this very step, and the agent is ready (so not gone for good).
+            confirmed = self._machine.start_confirmed(start.seq, start.generation)
+            assert confirmed
+            self._driver.prepare()  # a stop from now on cancels this turn
+            started_event = _started_event(start.seq, blocks)
+            finish = self._submit_finish(final)
+            running = self._commits.submit(
+                self._store.mark_running,
+                self.id,
+                start.seq,
+                now=self._clock(),
+                event=("turn_started", started_event),
+            )
+            await self._finished(final, finish)
+            await running.result()
+            await self._turn_began(start.seq, started_event)
+            self._begin_turn(start, blocks)
+
+    async def _turn_began(self, seq: int, started_event: dict[str, Any]) -> None:
+        """The start of ``seq`` is committed: publish it, and hold lifecycle events that
+        happen during its turn behind its final event."""
+        self._journal.turn_started(seq)
         self._turn_started_at = time.monotonic()
         self._events.turn_started(seq)
+        await self.emit("turn_started", started_event)
+
+    async def _run_turn(self, seq: int, blocks: list[dict[str, Any]]) -> None:
         try:
-            outcome = await self._driver.run(blocks, partial(self._turn_events.on_event, seq))
+            outcome = await self._driver.run(
+                blocks, partial(self._turn_events.on_event, seq), prepared=True
+            )
         except BridgeError as exc:  # no turn started: the agent is gone, or was closed
             self._journal.turn_not_started()
             failure = Failed(str(exc), False)

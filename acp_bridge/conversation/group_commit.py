@@ -17,7 +17,8 @@ result or its own error. (The store's calls only touch the database, so running 
 a rollback is safe.)
 
 No background task: the caller that finds no batch running commits the queue itself; when it is
-done, the oldest waiting caller (if any) takes over. Waiting is shielded, as
+done, the callers queued meanwhile are woken, and the first of them to run commits the next
+batch (the others see it committing and wait again). Waiting is shielded, as
 :func:`anyio.to_thread.run_sync` is: a caller cancelled while its call commits still gets the
 call's outcome and returns it, so a send never commits a message its caller did not hear about.
 

@@ -78,6 +78,14 @@ class TurnDriver:
     def is_running(self) -> bool:
         return self._turn is not None and not self._turn.is_closed
 
+    def prepare(self) -> None:
+        """A turn is about to start for certain: forget a cancel left over from the last one.
+
+        Call it synchronously where the start is decided, then :meth:`run` with
+        ``prepared=True``: a cancel asked for in between (a stop while the turn's task was
+        being scheduled) then applies to that turn instead of being forgotten by ``run``."""
+        self._pending_cancel = None
+
     def request_cancel(self, reason: str) -> None:
         """Cancel the running turn (or the one about to start). Idempotent; never blocks."""
         if self._pending_cancel is None:
@@ -103,14 +111,18 @@ class TurnDriver:
         if waiting is not None and deadline is not None:
             waiting.deadline = min(waiting.deadline, deadline)
 
-    async def run(self, content: Content, on_event: EventSink | None = None) -> TurnOutcome:
-        """Run one turn to its outcome.
+    async def run(
+        self, content: Content, on_event: EventSink | None = None, *, prepared: bool = False
+    ) -> TurnOutcome:
+        """Run one turn to its outcome. A cancel asked for before the call is forgotten (it
+        was for an earlier turn) unless :meth:`prepare` was called for this one.
 
         Raises:
             RestartLimitError: the agent is gone for good (no turn was started).
             ResourceClosedError: the session or agent was closed.
         """
-        self._pending_cancel = None
+        if not prepared:
+            self._pending_cancel = None
         if self._must_settle:
             await self._settle()
         turn = await self.session.begin(content, self.policy.timings)

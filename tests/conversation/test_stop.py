@@ -236,3 +236,78 @@ async def test_a_stop_between_a_sends_commit_and_its_queue_step_leaves_store_and
         assert not store.get_conversation(record.id).paused  # type: ignore[union-attr]
     finally:
         store.close()
+
+
+class GatedStart(QueueStore):
+    """A store whose commit of message 2's start blocks in its worker thread until released:
+    a stop can then be made to wait for the conversation while it is starting message 2."""
+
+    gate: threading.Event | None = None
+    entered: threading.Event | None = None
+
+    def mark_running(self, conversation_id: str, seq: int, **kwargs: Any) -> bool:
+        started = super().mark_running(conversation_id, seq, **kwargs)
+        gate, entered = self.gate, self.entered
+        if seq == 2 and gate is not None and entered is not None:
+            entered.set()
+            gate.wait(timeout=30)
+        return started
+
+
+async def test_a_close_right_after_the_next_turn_was_started_cancels_that_turn(
+    tmp_path: Path,
+) -> None:
+    """When a turn ends and the next message starts at once (its final state and the next
+    start in one commit), a close that waited meanwhile (it cancels without a commit of its
+    own first) runs between that start and the new turn's first step. Before the fix the
+    driver forgot that cancel when its run began (on trio one time in two: the close and the
+    new turn's task wake in the same batch), and the second turn, which waits for a cancel,
+    never ended (shutdown would wait out its whole bound). Repeated, so both wake-up orders
+    are met."""
+    for attempt in range(8):
+        store = GatedStart.open(tmp_path / f"q{attempt}.db")
+        store.gate, store.entered = threading.Event(), threading.Event()
+        record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
+        try:
+            async with (
+                open_supervised_agent(fake("slow_agent.py"), OPTIONS) as agent,
+                open_conversation(store, agent, record, policy=POLICY) as conv,
+                anyio.create_task_group() as tg,
+            ):
+                await conv.send("echo one")
+                await conv.send("echo two; wait")
+                await anyio.to_thread.run_sync(store.entered.wait, 30)
+                tg.start_soon(conv.close)  # waits for the step that is starting message 2
+                await anyio.wait_all_tasks_blocked()
+                store.gate.set()
+                with anyio.fail_after(20):
+                    assert await conv.wait_idle() == "closed"
+                states = [m.state.value for m in conv.messages()]
+                assert states == ["done", "cancelled"], (attempt, states)
+        finally:
+            store.close()
+
+
+async def test_a_send_cancelled_after_its_commit_still_queues_its_message(tmp_path: Path) -> None:
+    """A send commits its message, then waits for the conversation's step. A caller cancelled
+    in that wait (here the step is held by the test) must not leave the message committed
+    ``queued`` but unknown to the running queue: it is queued and prompted all the same."""
+    store = QueueStore.open(tmp_path / "q.db")
+    record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
+    try:
+        async with (
+            open_supervised_agent(fake("echo_agent.py"), OPTIONS) as agent,
+            open_conversation(store, agent, record, policy=POLICY) as conv,
+        ):
+            # conv._acting: a long step of the conversation, in progress (released before the
+            # task group waits for the send)
+            async with anyio.create_task_group() as tg, conv._acting:
+                tg.start_soon(conv.send, "echo one")
+                await anyio.wait_all_tasks_blocked()  # committed, or committing
+                tg.cancel_scope.cancel()  # the sending task is cancelled
+            with anyio.fail_after(20):
+                assert await conv.wait_idle() == "drained"
+            assert [(m.seq, m.state.value) for m in conv.messages()] == [(1, "done")]
+        assert [m.state.value for m in store.messages(record.id)] == ["done"]
+    finally:
+        store.close()
