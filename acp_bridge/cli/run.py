@@ -41,7 +41,7 @@ from acp_bridge.cli.failures import report_agent_failure, report_auth_required
 from acp_bridge.cli.named_agents import ResolvedAgent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
-from acp_bridge.cli.run_entry import EarlyAgent
+from acp_bridge.cli.run_entry import EarlyAgent, interrupted_early
 from acp_bridge.cli.stdin_messages import read_stdin
 from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.events import AgentGaveUp
@@ -121,6 +121,8 @@ class _Interrupts:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
+                if interrupted_early():  # a signal before this watcher, not yet acted upon
+                    self.interrupt()
                 async for _signum in signals:
                     self.interrupt()
 

@@ -25,7 +25,7 @@ from acp_bridge.errors import SpawnError
 from acp_bridge.process.early import AdoptedProcess, discard, spawn_early
 from acp_bridge.process.spec import AgentSpec
 
-__all__ = ["EarlyAgent", "run_command"]
+__all__ = ["EarlyAgent", "interrupted_early", "run_command"]
 
 
 @dataclass
@@ -59,11 +59,17 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     # Until run's own signal watcher is installed, SIGTERM and SIGHUP interrupt like Ctrl-C (once:
     # a repeat must not interrupt the cleanup), so an agent already spawned is stopped on the
     # way out instead of orphaned.
+    _interrupted.clear()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     early = None if continuing else _spawn_now(args, agent)
     try:
         run_resolved = _import_run()
+        if _interrupted:
+            # A signal came during the import, but its KeyboardInterrupt was swallowed: raised
+            # inside a callback whose exceptions CPython only prints (an import lock's weakref
+            # callback, say). It still means stop.
+            raise KeyboardInterrupt
         return run_resolved(parser, args, agent, early)
     finally:
         if early is not None:
@@ -108,6 +114,14 @@ def _without_pydantic_plugins() -> None:
 
 
 _interrupted: list[int] = []
+"""The signals that came while this module's handler was installed (the first only)."""
+
+
+def interrupted_early() -> bool:
+    """Whether a signal came before ``run``'s own signal watcher took over. Its
+    KeyboardInterrupt may not have been delivered (see :func:`run_command`), so the watcher
+    treats it as the first signal."""
+    return bool(_interrupted)
 
 
 def _interrupt(signum: int, frame: object) -> None:
