@@ -158,8 +158,6 @@ class Conversation:
         self._journal = TurnJournal(record.usage, record.cost_meter)
         self._turn_events = TurnEvents(self._journal, self.emit, self._write_log)
         self._acting = anyio.Lock()
-        self._sending = anyio.Lock()
-        self._stops = 0
         self._turns = _Turns()
         self._turns.none_left.set()
         self._hurry = False
@@ -174,11 +172,11 @@ class Conversation:
         message goes next.
         """
         blocks = to_blocks(content)
-        # Sends take their turn among themselves (seq order is queue order) but commit without
-        # holding up the running turn's steps: its final state and the next start can commit
-        # meanwhile, even in the same batch (see .group_commit).
-        async with self._sending:
-            stops = self._stops
+        # The commit and the queue step are one step of the conversation (under its lock): a
+        # turn's end cannot fall between them. (Committing outside the lock let a turn that
+        # failed and halted the queue, e.g. on an auth error, be followed by the queue step of a
+        # send issued before that failure, which lifted the halt.)
+        async with self._acting:
             record = await self._db(
                 self._store.add_message,
                 self.id,
@@ -191,24 +189,15 @@ class Conversation:
             # meanwhile (else it would sit queued in the store, unknown to this process, and
             # its caller, not told its seq, might send it again).
             with anyio.CancelScope(shield=True):
-                async with self._acting:
-                    if self._stops != stops:  # a stop paused the store again since our commit
-                        await self._db(
-                            self._store.update_conversation,
-                            self.id,
-                            paused=False,
-                            now=self._clock(),
-                        )
-                    self._prompts[record.seq] = blocks
-                    await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
-                    await self._perform(self._machine.send(record.seq, interrupt=interrupt))
+                self._prompts[record.seq] = blocks
+                await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
+                await self._perform(self._machine.send(record.seq, interrupt=interrupt))
         return record.seq
 
     async def stop(self) -> None:
         """Cancel the running turn (it ends cancelled) and pause the queue until
         :meth:`resume` or a new send."""
         async with self._acting:
-            self._stops += 1
             await self._db(self._store.update_conversation, self.id, paused=True, now=self._clock())
             await self._perform(self._machine.stop())
 

@@ -208,32 +208,31 @@ class GatedSends(QueueStore):
         return record
 
 
-async def test_a_stop_between_a_sends_commit_and_its_queue_step_leaves_store_and_queue_agreed(
+async def test_a_stop_while_a_send_commits_comes_after_it_and_store_and_queue_agree(
     tmp_path: Path,
 ) -> None:
-    """A send commits without holding up the conversation's other steps, so a stop can land
-    after the send's commit (which unpaused the store) and before the send reaches the queue
-    (which unpauses the queue). The send then unpauses the store again: the conversation runs
-    the message, and the store does not say paused (a resume would otherwise stay paused)."""
+    """A send's commit and its queue step are one step of the conversation: a stop asked for
+    while the commit is held open waits for the step, then pauses. The message never runs
+    (it is withdrawn or cancelled), and the store says paused, as the queue does."""
     store = GatedSends.open(tmp_path / "q.db")
     record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
     try:
         async with (
-            open_supervised_agent(fake("echo_agent.py"), OPTIONS) as agent,
+            open_supervised_agent(fake("slow_agent.py"), OPTIONS) as agent,
             open_conversation(store, agent, record, policy=POLICY) as conv,
         ):
             store.gate, store.entered = threading.Event(), threading.Event()
             async with anyio.create_task_group() as tg:
-                tg.start_soon(conv.send, "echo one")
+                tg.start_soon(conv.send, "echo one; wait")
                 await anyio.to_thread.run_sync(store.entered.wait, 30)
-                tg.start_soon(conv.stop)  # lands inside the send's window: its commit queues
+                tg.start_soon(conv.stop)  # asked while the send's commit is held open
                 await anyio.wait_all_tasks_blocked()
                 store.gate.set()
             store.gate = None
             with anyio.fail_after(20):
-                assert await conv.wait_idle() == "drained"
-            assert [m.state.value for m in conv.messages()] == ["done"]
-        assert not store.get_conversation(record.id).paused  # type: ignore[union-attr]
+                assert await conv.wait_idle() == "paused"
+            assert [m.state.value for m in conv.messages()] == ["cancelled"]
+        assert store.get_conversation(record.id).paused  # type: ignore[union-attr]
     finally:
         store.close()
 
@@ -289,22 +288,23 @@ async def test_a_close_right_after_the_next_turn_was_started_cancels_that_turn(
 
 
 async def test_a_send_cancelled_after_its_commit_still_queues_its_message(tmp_path: Path) -> None:
-    """A send commits its message, then waits for the conversation's step. A caller cancelled
-    in that wait (here the step is held by the test) must not leave the message committed
-    ``queued`` but unknown to the running queue: it is queued and prompted all the same."""
-    store = QueueStore.open(tmp_path / "q.db")
+    """A send commits its message, then takes its step in the queue. A caller cancelled while
+    the commit runs (held open here) must not leave the message committed ``queued`` but
+    unknown to the running queue: it is queued and prompted all the same."""
+    store = GatedSends.open(tmp_path / "q.db")
     record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
     try:
         async with (
             open_supervised_agent(fake("echo_agent.py"), OPTIONS) as agent,
             open_conversation(store, agent, record, policy=POLICY) as conv,
         ):
-            # conv._acting: a long step of the conversation, in progress (released before the
-            # task group waits for the send)
-            async with anyio.create_task_group() as tg, conv._acting:
+            store.gate, store.entered = threading.Event(), threading.Event()
+            async with anyio.create_task_group() as tg:
                 tg.start_soon(conv.send, "echo one")
-                await anyio.wait_all_tasks_blocked()  # committed, or committing
-                tg.cancel_scope.cancel()  # the sending task is cancelled
+                await anyio.to_thread.run_sync(store.entered.wait, 30)
+                tg.cancel_scope.cancel()  # the sending task is cancelled mid-commit
+                store.gate.set()
+            store.gate = None
             with anyio.fail_after(20):
                 assert await conv.wait_idle() == "drained"
             assert [(m.seq, m.state.value) for m in conv.messages()] == [(1, "done")]
