@@ -1074,9 +1074,10 @@ durability is `process` (WAL, `synchronous=NORMAL`: a commit survives a crash or
 bridge, which is the queue's promise; a bare commit drops from about 0.3 ms to 0.03 ms here),
 and a draining queue makes one commit per turn on the turn path: the message's final state and
 the next message's start (`running` mark and `turn_started`) together, through
-`conversation/group_commit.py`. The send's own commit (`add_message`) is made under the sends'
-lock, so it no longer holds up the turn's steps. `--durability power` keeps an fsync per commit
-(its row above).
+`conversation/group_commit.py`. A send's commit (`add_message`) and its step in the queue stay
+one step of the conversation, so a turn's end never falls between them (committing sends apart
+from the turn's steps let a send issued before an auth failure lift the halt that failure set).
+`--durability power` keeps an fsync per commit (its row above).
 
 What is left between two turns (the "between turns" row): the commit's round trip to a worker
 thread (the store's work there is about 0.3 ms per message: the finish and start statements and

@@ -24,8 +24,8 @@ history used), in batches (see :mod:`.turn_events`).
 
 Commits. Store calls go through a :class:`~.group_commit.GroupCommit`. When a turn ends and the
 next message can start at once (the agent is ready, its prompt is at hand), the message's final
-state and the next one's start are one commit. Sends commit under their own lock, so they never
-hold up a turn's steps.
+state and the next one's start are one commit. A send's commit and its queue step are one step
+(under the conversation's lock), so a turn's end never falls between them.
 
 Stopping. :meth:`Conversation.shutdown` (run when :func:`open_conversation` exits, however it
 exits) closes the queue, cancels the running turn, and waits, at most :attr:`stop_bound_s`, for
