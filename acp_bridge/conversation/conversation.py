@@ -177,6 +177,8 @@ class Conversation:
         # failed and halted the queue, e.g. on an auth error, be followed by the queue step of a
         # send issued before that failure, which lifted the halt.)
         async with self._acting:
+            if self._machine.is_closed:  # refused before anything is committed
+                raise ResourceClosedError(f"{self.id}: send() after the conversation was closed")
             record = await self._db(
                 self._store.add_message,
                 self.id,
@@ -211,7 +213,9 @@ class Conversation:
     async def retry(self, seq: int) -> None:
         """Send a cancelled, superseded or failed message again, explicitly."""
         async with self._acting:
-            await self._db(self._store.requeue, self.id, seq, next=False, now=self._clock())
+            await self._db(
+                self._store.requeue, self.id, seq, next=False, unpause=True, now=self._clock()
+            )
             await self._perform(self._machine.retry(seq))
 
     async def close(self) -> None:

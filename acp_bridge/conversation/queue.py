@@ -281,6 +281,11 @@ class QueueMachine:
         self._request_work()
         return self.pump()
 
+    @property
+    def is_closed(self) -> bool:
+        """:meth:`close` was called: nothing is sent or started any more."""
+        return self._gate is GateState.CLOSED
+
     def retry(self, seq: int) -> list[Action]:
         """Re-queue a CANCELLED, SUPERSEDED or FAILED message at the end of the queue, as a new
         attempt with the same seq; un-pause like a send.

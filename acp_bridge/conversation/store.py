@@ -294,10 +294,14 @@ class QueueStore(ConversationCatalog):
                 insert_event(db, conversation_id, event, seq, now)
             return True
 
-    def requeue(self, conversation_id: str, seq: int, *, next: bool, now: float) -> bool:
+    def requeue(
+        self, conversation_id: str, seq: int, *, next: bool, now: float, unpause: bool = False
+    ) -> bool:
         """Queue a cancelled, superseded or failed message again (an explicit retry).
 
-        It goes to the end of the queue, or ahead of every queued message with ``next=True``.
+        It goes to the end of the queue, or ahead of every queued message with ``next=True``;
+        ``unpause=True`` also clears the conversation's paused flag in the same transaction (a
+        retry after a stop resumes, as a send does).
         It keeps its seq, content, attempts and usage (that was spent); its earlier outcome
         and reply are cleared. False (and
         nothing changes) when it is queued, running or done.
@@ -312,7 +316,7 @@ class QueueStore(ConversationCatalog):
                 " WHERE conversation_id = ? AND seq = ?",
                 (queue_position(db, conversation_id, next=next), conversation_id, seq),
             )
-            touch(db, conversation_id, now)
+            touch(db, conversation_id, now, unpause=unpause)
             return True
 
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]:

@@ -23,6 +23,7 @@ from acp_bridge.client.supervisor import open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.store import QueueStore
+from acp_bridge.errors import ResourceClosedError
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
@@ -309,5 +310,45 @@ async def test_a_send_cancelled_after_its_commit_still_queues_its_message(tmp_pa
                 assert await conv.wait_idle() == "drained"
             assert [(m.seq, m.state.value) for m in conv.messages()] == [(1, "done")]
         assert [m.state.value for m in store.messages(record.id)] == ["done"]
+    finally:
+        store.close()
+
+
+async def test_a_retry_after_a_stop_unpauses_the_store_as_a_send_does(tmp_path: Path) -> None:
+    """A retry resumes a stopped queue (the queue machine un-pauses). Before, the store kept
+    its paused flag, so the next open of the conversation came back paused."""
+    store = QueueStore.open(tmp_path / "q.db")
+    record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
+    try:
+        async with (
+            open_supervised_agent(fake("slow_agent.py"), OPTIONS) as agent,
+            open_conversation(store, agent, record, policy=POLICY) as conv,
+        ):
+            await conv.send("echo one; wait")
+            await conv.stop()  # the turn ends cancelled, the queue pauses
+            with anyio.fail_after(20):
+                assert await conv.wait_idle() == "paused"
+            assert store.get_conversation(record.id).paused  # type: ignore[union-attr]
+            await conv.retry(1)
+            assert not store.get_conversation(record.id).paused  # type: ignore[union-attr]
+            await conv.stop()  # the retried turn waits for a cancel too
+            with anyio.fail_after(20):
+                assert await conv.wait_idle() == "paused"
+    finally:
+        store.close()
+
+
+async def test_a_send_after_close_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    store = QueueStore.open(tmp_path / "q.db")
+    record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
+    try:
+        async with (
+            open_supervised_agent(fake("echo_agent.py"), OPTIONS) as agent,
+            open_conversation(store, agent, record, policy=POLICY) as conv,
+        ):
+            await conv.close()
+            with pytest.raises(ResourceClosedError):
+                await conv.send("echo late")
+        assert store.messages(record.id) == []
     finally:
         store.close()
