@@ -67,7 +67,7 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         run_resolved = _import_run()
         if _interrupted:
             # A signal came during the import, but its KeyboardInterrupt was swallowed: raised
-            # inside a callback whose exceptions CPython only prints (an import lock's weakref
+            # inside a callback whose exceptions CPython only reports (an import lock's weakref
             # callback, say). It still means stop.
             raise KeyboardInterrupt
         return run_resolved(parser, args, agent, early)

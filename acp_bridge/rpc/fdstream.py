@@ -187,51 +187,46 @@ def _asyncio_writer(stream: Any) -> Any:
     return writer
 
 
-class _TrioPipeReceive(FdReceiveStream):
-    """Reads a trio process pipe as :class:`FdReceiveStream` does. The descriptor is asked of
-    trio's stream before every read: trio sets it to -1 when it closes it, so a closed (and
-    perhaps reused) descriptor number is never read; a read waiting at that moment is woken
-    with ClosedResourceError (trio notifies waiters before it closes)."""
+class _TrioPipe:
+    """A trio process pipe used as an :class:`_FdStream`. The descriptor is asked of trio's
+    stream before every use: trio sets it to -1 when it closes it, so a closed (and perhaps
+    reused) descriptor number is never touched; a wait at that moment is woken with
+    ClosedResourceError (trio notifies waiters before it closes). Closing closes anyio's
+    stream, which owns the descriptor."""
+
+    _closed: bool
+
+    def _wrap(self, outer: ByteReceiveStream | ByteSendStream, inner: Any) -> None:
+        self._outer = outer
+        self._inner = inner
+        self._fd = inner.fileno()
+        self._close_fd = False
+        self._closed = False
+
+    def _open_fd(self) -> int:
+        fd: int = self._inner.fileno()
+        if self._closed or fd < 0:
+            raise anyio.ClosedResourceError
+        return fd
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._outer.aclose()
+
+
+class _TrioPipeReceive(_TrioPipe, FdReceiveStream):
+    """Reads a trio process pipe as :class:`FdReceiveStream` does (see :class:`_TrioPipe`)."""
 
     def __init__(self, outer: ByteReceiveStream, inner: Any) -> None:
-        self._outer = outer
-        self._inner = inner
-        self._fd = inner.fileno()
-        self._close_fd = False
-        self._closed = False
+        self._wrap(outer, inner)
         self._reads_since_yield = 0
 
-    def _open_fd(self) -> int:
-        fd: int = self._inner.fileno()
-        if self._closed or fd < 0:
-            raise anyio.ClosedResourceError
-        return fd
 
-    async def aclose(self) -> None:
-        self._closed = True
-        await self._outer.aclose()
-
-
-class _TrioPipeSend(FdSendStream):
-    """Writes a trio process pipe as :class:`FdSendStream` does (see :class:`_TrioPipeReceive`
-    for the descriptor)."""
+class _TrioPipeSend(_TrioPipe, FdSendStream):
+    """Writes a trio process pipe as :class:`FdSendStream` does (see :class:`_TrioPipe`)."""
 
     def __init__(self, outer: ByteSendStream, inner: Any) -> None:
-        self._outer = outer
-        self._inner = inner
-        self._fd = inner.fileno()
-        self._close_fd = False
-        self._closed = False
-
-    def _open_fd(self) -> int:
-        fd: int = self._inner.fileno()
-        if self._closed or fd < 0:
-            raise anyio.ClosedResourceError
-        return fd
-
-    async def aclose(self) -> None:
-        self._closed = True
-        await self._outer.aclose()
+        self._wrap(outer, inner)
 
 
 class _AsyncioPipeSend(ByteSendStream):

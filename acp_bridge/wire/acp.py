@@ -45,60 +45,45 @@ if TYPE_CHECKING:
         SetSessionModeRequest,
     )
 
-__all__ = [
-    "BooleanConfigOption",
+# Defined in wire/session_requests.py, imported from there on first access (see __getattr__).
+_REQUEST_NAMES = [
     "CancelNotification",
     "CloseSessionRequest",
-    "ConfigOption",
     "DeleteSessionRequest",
     "EnvVariable",
     "HttpHeader",
     "ListSessionsRequest",
-    "ListSessionsResponse",
     "LoadSessionRequest",
-    "LoadSessionResponse",
     "McpServer",
     "McpServerHttp",
     "McpServerSse",
     "McpServerStdio",
     "NewSessionRequest",
-    "NewSessionResponse",
     "PromptRequest",
-    "PromptResponse",
     "ResumeSessionRequest",
+    "SetSessionConfigOptionRequest",
+    "SetSessionModeRequest",
+]
+_REQUESTS = frozenset(_REQUEST_NAMES)
+
+__all__ = [
+    "BooleanConfigOption",
+    "ConfigOption",
+    "ListSessionsResponse",
+    "LoadSessionResponse",
+    "NewSessionResponse",
+    "PromptResponse",
     "ResumeSessionResponse",
     "SelectConfigOption",
     "SessionInfo",
     "SessionMode",
     "SessionModeState",
-    "SetSessionConfigOptionRequest",
     "SetSessionConfigOptionResponse",
-    "SetSessionModeRequest",
     "StopReason",
     "UnknownConfigOption",
     "Usage",
 ]
-
-_REQUESTS = frozenset(
-    {
-        "CancelNotification",
-        "CloseSessionRequest",
-        "DeleteSessionRequest",
-        "EnvVariable",
-        "HttpHeader",
-        "ListSessionsRequest",
-        "LoadSessionRequest",
-        "McpServer",
-        "McpServerHttp",
-        "McpServerSse",
-        "McpServerStdio",
-        "NewSessionRequest",
-        "PromptRequest",
-        "ResumeSessionRequest",
-        "SetSessionConfigOptionRequest",
-        "SetSessionModeRequest",
-    }
-)
+__all__ += _REQUEST_NAMES
 
 
 def __getattr__(name: str) -> Any:
