@@ -449,8 +449,6 @@ class QueueResult:
     store_s: float
     """Inside store methods with the lock held: the store's own work, in worker threads."""
     lock_wait_s: float
-    awaited_s: dict[str, float]
-    """The event loop awaiting each store method (worker-thread hop and lock wait included)."""
     driver_s: float
     """Inside ``TurnDriver.run``: the turns themselves."""
     calls: dict[str, int]
@@ -495,17 +493,6 @@ def queue_ours(
             open_conversation(store, agent, record, policy=turn_policy()) as conv,
         ):
             # Instance attributes of this one conversation and its driver, nothing else.
-            awaited: dict[str, float] = {}
-            original_db = conv._db
-
-            async def timed_db(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-                started = time.perf_counter()
-                try:
-                    return await original_db(method, *args, **kwargs)
-                finally:
-                    name = method.__name__
-                    awaited[name] = awaited.get(name, 0.0) + time.perf_counter() - started
-
             turn_ends: list[float] = []
             in_driver = 0.0
             original_run = conv._driver.run
@@ -527,7 +514,6 @@ def queue_ours(
                 settles += 1
                 await original_settle()
 
-            conv._db = timed_db  # type: ignore[method-assign]
             conv._driver.run = timed_run  # type: ignore[method-assign]
             conv._driver._settle = counted_settle  # type: ignore[method-assign]
             await conv.wait_idle()
@@ -552,7 +538,6 @@ def queue_ours(
             tail_rate=tail / (drained - sent) if tail else 0.0,
             store_s=timer.work_s(),
             lock_wait_s=timer.wait_s(),
-            awaited_s=awaited,
             driver_s=in_driver,
             calls={name: len(calls) for name, calls in timer.calls.items()},
             work_s={name: timer.work_s(name) for name in timer.calls},
