@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from acp_bridge.sqlite_wal import use_wal
+
 __all__ = ["HistoryStore", "StoredSession"]
+
+_BUSY_TIMEOUT_S: Final = 5.0
+"""How long a statement waits for another agent process writing the same history file."""
 
 PAGE_SIZE: Final = 50
 """Sessions per ``session/list`` page."""
@@ -58,8 +63,8 @@ class HistoryStore:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not path.exists():
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-        self._db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = sqlite3.connect(path, isolation_level=None, timeout=_BUSY_TIMEOUT_S)
+        use_wal(self._db, _BUSY_TIMEOUT_S)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)

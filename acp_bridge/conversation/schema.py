@@ -43,6 +43,7 @@ from acp_bridge.conversation.records import (
     message_from_row,
 )
 from acp_bridge.errors import QueueStoreError
+from acp_bridge.sqlite_wal import use_wal
 
 __all__ = [
     "APPLICATION_ID",
@@ -180,7 +181,7 @@ def connect(path: str, *, busy_timeout_s: float, fsync: bool = False) -> sqlite3
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = use_wal(conn, busy_timeout_s)
         if mode != "wal" and path != ":memory:":
             raise QueueStoreError(f"{path}: cannot use WAL mode (journal_mode is {mode})")
         conn.execute(f"PRAGMA synchronous = {'FULL' if fsync else 'NORMAL'}")

@@ -3,6 +3,8 @@ error mapping, which tools a session offers, the history store, prompt text."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -126,6 +128,29 @@ def test_the_history_store_keeps_sessions_private_and_pages_them(tmp_path: Path)
     stored = store.get("s1")
     assert stored is not None and (stored.model, stored.cost) == ("other", 0.5)
     store.close()
+
+
+def test_agents_opening_one_new_history_at_once_all_open(tmp_path: Path) -> None:
+    # Several built-in agents started together on a new history file: SQLite's switch to WAL
+    # does not wait for a busy file, so all but one failed with "database is locked".
+    openers, files = 4, 25
+    start = threading.Barrier(openers)
+    failures: list[BaseException] = []
+
+    def open_each() -> None:
+        for n in range(files):
+            start.wait()
+            try:
+                HistoryStore(tmp_path / f"history-{n}.db").close()
+            except sqlite3.Error as exc:
+                failures.append(exc)
+
+    workers = [threading.Thread(target=open_each) for _ in range(openers)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert failures == []
 
 
 def test_prompt_text_keeps_text_links_and_embedded_files() -> None:
