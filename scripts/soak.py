@@ -60,9 +60,8 @@ PROFILES = ("echo", "garbage", "stubborn", "stderr", "noisy")
 class Soak:
     """Shared state of one soak: where things live, the deadline, the ledger, live processes."""
 
-    def __init__(self, minutes: float, seed: int, workers: int, known_bugs: list[str]) -> None:
+    def __init__(self, minutes: float, seed: int, workers: int) -> None:
         self.seed = seed
-        self.known_bugs = known_bugs
         self.probe: checks.Verdict | None = None
         self.workers = workers
         self.workdir = Path(tempfile.mkdtemp(prefix="acp-bridge-soak-"))
@@ -121,7 +120,7 @@ async def library_child(soak: Soak, seconds: float) -> None:
 
 
 async def probe(soak: Soak) -> None:
-    soak.probe = await startup_probe(soak, "startup-signal" in soak.known_bugs)
+    soak.probe = await startup_probe(soak)
 
 
 async def progress_loop(soak: Soak) -> None:
@@ -245,15 +244,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     parser.add_argument("--workers", type=int, default=3, help="concurrent run conversations")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the raw counts here")
-    parser.add_argument(
-        "--known-bug", action="append", default=[], choices=["startup-signal"],
-        help="print this known defect's violation without failing on it",
-    )  # fmt: skip
     args = parser.parse_args()
     if args.minutes <= 0 or args.workers < 1:
         parser.error("--minutes must be > 0 and --workers >= 1")
     fds_before = psutil.Process().num_fds()
-    soak = Soak(args.minutes, args.seed, args.workers, args.known_bug)
+    soak = Soak(args.minutes, args.seed, args.workers)
     try:
         asyncio.run(soak_main(soak, args.minutes))
         fds_after = psutil.Process().num_fds()

@@ -62,8 +62,12 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     _interrupted.clear()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
-    early = None if continuing else _spawn_now(args, agent)
+    early = None if continuing else _early_agent(args, agent)
     try:
+        if early is not None:
+            _spawn(early)
+        if _interrupted:  # it came during the spawn, which holds it back (see _spawn)
+            raise KeyboardInterrupt
         run_resolved = _import_run()
         if _interrupted:
             # A signal came during the import, but its KeyboardInterrupt was swallowed: raised
@@ -124,21 +128,40 @@ def interrupted_early() -> bool:
     return bool(_interrupted)
 
 
+_spawning: list[bool] = []
+"""Non-empty while :func:`_spawn` runs: a signal is then recorded, not raised."""
+
+
 def _interrupt(signum: int, frame: object) -> None:
     if _interrupted:
         return  # already on the way out: the cleanup (stopping the agent) must finish
     _interrupted.append(signum)
-    raise KeyboardInterrupt
+    if not _spawning:
+        raise KeyboardInterrupt
 
 
-def _spawn_now(args: argparse.Namespace, agent: ResolvedAgent) -> EarlyAgent | None:
-    """Spawn a new conversation's agent now; None if that can't be done early (the normal
-    path then spawns it, and reports a failure in its own words)."""
+def _early_agent(args: argparse.Namespace, agent: ResolvedAgent) -> EarlyAgent | None:
+    """The holder of a new conversation's agent, to be spawned now; None if that can't be done
+    early (the normal path then spawns it, and reports a failure in its own words)."""
     if not agent.argv or (args.cwd is not None and not os.path.isdir(args.cwd)):
         return None
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
-    spec = AgentSpec(list(agent.argv), name=agent.name or "", cwd=cwd, env=agent.env)
+    return EarlyAgent(
+        AgentSpec(list(agent.argv), name=agent.name or "", cwd=cwd, env=agent.env), None
+    )
+
+
+def _spawn(early: EarlyAgent) -> None:
+    """Spawn ``early``'s agent, with signals held back until its holder has it.
+
+    A KeyboardInterrupt raised after the fork but before ``Popen`` returns (while it waits for
+    the exec, say) would leave a running agent that nobody holds, so nobody stops it; the soak
+    caught one. Blocking the signals instead is no answer: the agent would inherit the mask.
+    """
+    _spawning.append(True)
     try:
-        return EarlyAgent(spec, spawn_early(spec, os.environ))
+        early.popen = spawn_early(early.spec, os.environ)
     except SpawnError:
-        return None
+        pass
+    finally:
+        _spawning.clear()

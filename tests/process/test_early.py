@@ -203,3 +203,54 @@ def test_a_signal_swallowed_during_the_import_still_stops_the_run(tmp_path: Path
     assert "KeyboardInterrupt" in result.stderr  # CPython's "Exception ignored" print
     assert "run_resolved was called" not in result.stdout
     assert result.returncode == 130, (result.stdout, result.stderr)
+
+
+
+SIGNAL_INSIDE_POPEN = """
+import os, signal, subprocess, sys
+from acp_bridge.cli.main import main
+from acp_bridge.process import parent_death
+
+# As on a machine without setpriv, where no kernel signal stops an agent whose parent is gone.
+parent_death._setpriv = lambda: None
+original = subprocess.Popen._execute_child
+
+def execute_child(self, *args, **kwargs):
+    original(self, *args, **kwargs)
+    print("agent pid", self.pid, flush=True)
+    # SIGTERM lands after the fork, before Popen has handed the process to anyone.
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(1000):
+        pass
+
+subprocess.Popen._execute_child = execute_child
+sys.exit(main(["run", "--store", sys.argv[1], "-m", "hang", "--", *sys.argv[2:]]))
+"""
+
+
+def test_a_signal_while_popen_still_runs_stops_the_early_agent(tmp_path: Path) -> None:
+    """The soak's start-up probe: a signal as soon as the agent process exists. Raised inside
+    ``Popen`` (after the fork, before it returned), the interrupt left an agent nobody held:
+    the run exited 130 and the agent lived on. The spawn now holds the signal back until the
+    process has its holder, which stops it on the way out."""
+    import psutil
+
+    stubborn = fake("stubborn_agent.py", "--linger", "--ignore-sigterm", "--quiet").argv
+    result = subprocess.run(
+        [sys.executable, "-c", SIGNAL_INSIDE_POPEN, str(tmp_path / "s.db"), *stubborn],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    pid = int(result.stdout.split("agent pid ")[1].split()[0])
+    try:
+        agent = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        agent = None  # stopped and reaped by the bridge
+    survivors = []
+    if agent is not None:
+        _, survivors = psutil.wait_procs([agent], timeout=5)  # an orphan's reaper may lag
+        for survivor in survivors:
+            survivor.kill()
+    assert survivors == [], "the agent outlived the bridge"
+    assert result.returncode == 130, result.stderr
+    assert "Traceback" not in result.stderr
