@@ -14,12 +14,14 @@ PACKAGE = Path(__file__).resolve().parents[2] / "acp_bridge"
 # Each layer may import only from the layers listed (and itself).
 ALLOWED = {
     "errors": set(),
+    # Standard library only, at the bottom like errors: both SQLite files open through it.
+    "sqlite_wal": set(),
     "wire": {"errors"},
     "rpc": {"errors", "wire"},
     "process": {"errors", "wire", "rpc"},  # design.md: process sits above rpc
     "client": {"errors", "wire", "rpc", "process"},
     "session": {"errors", "wire", "rpc", "process", "client"},
-    "conversation": {"errors", "wire", "rpc", "process", "client", "session"},
+    "conversation": {"errors", "wire", "rpc", "process", "client", "session", "sqlite_wal"},
     "proxy": {"errors", "wire", "rpc", "process", "client"},
     "cli": {
         "errors",
@@ -33,7 +35,7 @@ ALLOWED = {
         "agents",
     },
     # The built-in reference agent: a separate program on the protocol's lower layers only.
-    "agents": {"errors", "wire", "rpc"},
+    "agents": {"errors", "wire", "rpc", "sqlite_wal"},
 }
 PURE_MODULES = [
     "wire",
