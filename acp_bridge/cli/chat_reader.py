@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from acp_bridge.cli.chat_readline import LockedReadline
 from acp_bridge.cli.chat_screen import ChatScreen
 from acp_bridge.cli.conversation_setup import make_private_dir
 
@@ -59,12 +60,19 @@ class EndOfInput:
     reason: str = ""
 
 
+_locked: LockedReadline | None = None
+"""readline driven by the input thread key by key, once a :class:`LineReader` has loaded it."""
+
+
 def line_buffer() -> str:
-    """What the person has typed on the prompt line so far (read from another thread: a
-    snapshot, at worst one keystroke old)."""
-    if _readline is None:
+    """What the person has typed on the prompt line so far, read from another thread between
+    two keystrokes; "" where readline cannot be read safely from another thread (see
+    :mod:`.chat_readline`: ``readline.get_line_buffer()`` there could abort the process)."""
+    locked = _locked
+    if locked is None:
         return ""
-    return _readline.get_line_buffer()
+    with locked.lock:
+        return locked.line_buffer()
 
 
 def _on_prompt_shown(hook: Callable[[], None]) -> None:
@@ -106,8 +114,16 @@ class History:
 
 class LineReader:
     def __init__(self, screen: ChatScreen, deliver: Callable[[Line | EndOfInput], None]) -> None:
+        global _locked
         self._screen = screen
         self._deliver = deliver
+        try:
+            stdin_fd, stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._locked = None
+        else:
+            self._locked = LockedReadline.load(_readline, stdin_fd, stdout_fd)
+        _locked = self._locked
         self._prompts: queue.Queue[str | None] = queue.Queue(maxsize=1)
         self._thread = threading.Thread(target=self._run, name="chat-input", daemon=True)
 
@@ -130,9 +146,8 @@ class LineReader:
             prompt = self._prompts.get()
             if prompt is None:
                 return
-            _on_prompt_shown(functools.partial(self._screen.prompt_shown, prompt))
             try:
-                text = input(prompt)
+                text = self._read(prompt)
             except EOFError:
                 self._hand_over(EndOfInput())
                 return
@@ -147,6 +162,17 @@ class LineReader:
             self._screen.line_entered(prompt, text)
             if not self._hand_over(Line(text)):
                 return
+
+    def _read(self, prompt: str) -> str:
+        """One line from readline (``input()`` where it cannot be driven key by key)."""
+        shown = functools.partial(self._screen.prompt_shown, prompt)
+        if self._locked is None:
+            _on_prompt_shown(shown)
+            return input(prompt)
+        line = self._locked.read_line(prompt, shown)
+        if line is None:
+            raise EOFError
+        return line.decode()
 
     def _hand_over(self, item: Line | EndOfInput) -> bool:
         try:

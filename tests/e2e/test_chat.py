@@ -108,6 +108,17 @@ class Terminal:
     def type(self, text: bytes) -> None:
         os.write(self.master, text)
 
+    def drain(self) -> None:
+        """Take what the terminal shows by now, without waiting."""
+        while select.select([self.master], [], [], 0)[0]:
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:  # EIO: the chat closed the terminal
+                return
+            if not chunk:
+                return
+            self.seen += chunk
+
     def say(self, line: str) -> None:
         """Type ``line`` at the prompt once readline shows it."""
         self.read_until(b"> ")
@@ -250,6 +261,28 @@ def test_text_being_typed_survives_the_output_streaming_above_it(tmp_path: Path)
     with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as db:
         (content,) = db.execute("SELECT content FROM messages WHERE seq = 2").fetchone()
     assert "half a line" in content
+
+
+def test_typing_key_by_key_through_a_fast_stream_keeps_the_chat_alive(tmp_path: Path) -> None:
+    # Each chunk redraws the line being typed from the event loop's thread. That used to read
+    # readline's buffer while the input thread edited it, and glibc aborted the process
+    # ("mbsrtowcs_l.c: Assertion ... failed") now and then; keys typed one by one during a
+    # stream of 1 ms chunks made it likely.
+    typed = "".join(chr(ord("a") + n % 26) for n in range(160))
+    with chat(["--", *agent("echo_agent.py")], tmp_path) as terminal:
+        terminal.say("trickle 400 1")
+        terminal.read_until(b"trickle-1-0 ")
+        for key in typed:
+            terminal.type(key.encode())
+            terminal.drain()
+        terminal.type(b"\r")
+        terminal.read_until(b"[done] end_turn")
+        terminal.read_until(typed.encode() + b"\r\n")  # message 2, echoed back whole
+        terminal.type(CTRL_D)
+        assert terminal.finish() == 0
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as db:
+        (content,) = db.execute("SELECT content FROM messages WHERE seq = 2").fetchone()
+    assert typed in content
 
 
 def test_a_permission_request_is_asked_on_the_prompt_line(tmp_path: Path) -> None:

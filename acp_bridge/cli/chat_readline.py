@@ -1,0 +1,112 @@
+"""GNU readline driven one key at a time, so that another thread may read the line being typed.
+
+The chat redraws the person's half-typed line after writing the agent's output above it, from
+the event loop's thread, while the input thread sits in readline. ``input()`` gives no safe way
+to do that: readline edits its line buffer with the GIL released, and
+``readline.get_line_buffer()`` decodes that buffer while it changes. glibc's multibyte
+conversion then finds the string longer on its second pass than on its first and aborts the
+whole process (``mbsrtowcs_l.c: Assertion ... failed``; CI met it while someone typed during a
+stream).
+
+So the input thread runs readline's callback interface itself, as CPython's own ``input()``
+does inside: install the prompt, wait until the terminal has input, hand readline one
+keystroke. Each keystroke is handled under :attr:`LockedReadline.lock`, and the line buffer is
+read under it too, so a reader never sees the buffer mid-edit. A key that readline must wait on
+(an escape sequence's tail) holds the lock at most for readline's key-sequence timeout.
+
+It needs the GNU readline that Python's ``readline`` module uses, reached through that module's
+own shared object (:mod:`ctypes`). Where that is not available (no readline, libedit, a
+terminal missing), :meth:`LockedReadline.load` returns None and the chat uses ``input()``
+without reading the line from another thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import threading
+from collections.abc import Callable
+from typing import Any, Final
+
+__all__ = ["LockedReadline"]
+
+_LINE_HANDLER: Final = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class LockedReadline:
+    """readline's callback interface, one keystroke at a time under :attr:`lock`."""
+
+    def __init__(self, library: ctypes.CDLL, libc: ctypes.CDLL, stdin_fd: int) -> None:
+        self.lock = threading.Lock()
+        self._library = library
+        self._free = libc.free
+        self._free.argtypes = [ctypes.c_void_p]
+        self._free.restype = None
+        self._stdin_fd = stdin_fd
+        self._install = library.rl_callback_handler_install
+        self._install.argtypes = [ctypes.c_char_p, _LINE_HANDLER]
+        self._install.restype = None
+        self._read_char = library.rl_callback_read_char
+        self._read_char.argtypes = []
+        self._read_char.restype = None
+        self._remove = library.rl_callback_handler_remove
+        self._remove.argtypes = []
+        self._remove.restype = None
+        self._buffer = ctypes.c_char_p.in_dll(library, "rl_line_buffer")
+        self._line: bytes | None = None
+        self._done = False
+        # Kept referenced for as long as readline may call it.
+        self._handler = _LINE_HANDLER(self._line_taken)
+
+    @classmethod
+    def load(cls, readline_module: Any, stdin_fd: int, stdout_fd: int) -> LockedReadline | None:
+        """The GNU readline behind ``readline_module``, or None where it cannot be used."""
+        if readline_module is None or "libedit" in (readline_module.__doc__ or ""):
+            return None
+        if not (os.isatty(stdin_fd) and os.isatty(stdout_fd)):
+            return None  # input() would not use readline either
+        try:
+            # dlsym on the extension module's handle also searches the libraries it links.
+            library = ctypes.CDLL(readline_module.__file__)
+            libc = ctypes.CDLL(None)
+            return cls(library, libc, stdin_fd)
+        except (OSError, AttributeError, ValueError):
+            return None
+
+    def read_line(self, prompt: str, shown: Callable[[], None]) -> bytes | None:
+        """Show ``prompt``, call ``shown`` (without the lock), and read one line (None at the
+        end of input: Ctrl-D on an empty line, the terminal gone). Call from one thread only.
+
+        Raises:
+            OSError: waiting on the terminal failed.
+        """
+        self._line, self._done = None, False
+        with self.lock:
+            self._install(prompt.encode(), self._handler)
+        try:
+            shown()
+            while not self._done:
+                select.select([self._stdin_fd], [], [])
+                with self.lock:
+                    self._read_char()
+        except BaseException:
+            with self.lock:
+                if not self._done:
+                    self._remove()
+            raise
+        return self._line
+
+    def line_buffer(self) -> str:
+        """The line as typed so far (call with :attr:`lock` held)."""
+        raw = self._buffer.value
+        return raw.decode(errors="replace") if raw else ""
+
+    def _line_taken(self, line: int | None) -> None:
+        # Called by readline inside rl_callback_read_char (the lock is held): the line is ours
+        # to free. Removing the handler here keeps readline from showing the prompt again.
+        if line is not None:
+            self._line = ctypes.string_at(line)
+            self._free(line)
+        self._done = True
+        self._remove()
