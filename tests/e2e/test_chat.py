@@ -285,6 +285,23 @@ def test_typing_key_by_key_through_a_fast_stream_keeps_the_chat_alive(tmp_path: 
     assert typed in content
 
 
+def test_line_editing_keys_history_and_non_ascii_text_work_on_the_prompt(tmp_path: Path) -> None:
+    with chat(["--", *agent("echo_agent.py")], tmp_path) as terminal:
+        terminal.say("héllo wörld")
+        terminal.read_until("héllo wörld\r\n".encode())  # echoed back by the agent
+        terminal.read_until(b"[done] end_turn")
+        terminal.read_until(b"> ")
+        terminal.type(b"\x1b[A")  # Up: the line before, from the history
+        terminal.type(b"\x1b[D\x1b[D\x7f!\r")  # Left twice, Backspace, "!": "héllo wö!ld"
+        terminal.read_until("héllo wö!ld\r\n".encode())
+        terminal.read_until(b"[done] end_turn")
+        terminal.type(CTRL_D)
+        assert terminal.finish() == 0
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as db:
+        contents = [row[0] for row in db.execute("SELECT content FROM messages ORDER BY seq")]
+    assert "héllo wörld" in contents[0] and "héllo wö!ld" in contents[1]
+
+
 def test_a_permission_request_is_asked_on_the_prompt_line(tmp_path: Path) -> None:
     with chat(["--", *agent("permission_agent.py")], tmp_path) as terminal:
         terminal.say("go")
