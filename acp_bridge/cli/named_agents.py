@@ -38,9 +38,11 @@ import argparse
 import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
+
+from acp_bridge.record import record
 
 if TYPE_CHECKING:
     from acp_bridge.cli.agent_config import AgentEntry
@@ -55,7 +57,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class ResolvedAgent:
     """The agent to start: its command line, its extra environment, the MCP servers for its
     sessions (ACP stdio ``McpServer`` wire shape: ``{name, command, args, env: [{name,
@@ -69,7 +71,7 @@ class ResolvedAgent:
     source: str = "command"  # "command" (-- CMD), "builtin", "registry", "config", ...
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class Catalog:
     """Every named agent, merged; and which files they came from."""
 

@@ -25,6 +25,8 @@ import anyio
 import pydantic
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from acp_bridge.record import record
+
 if TYPE_CHECKING:
     from acp_bridge.wire.updates import SessionUpdate
 
@@ -46,7 +48,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AgentStarted:
     """A process was started and answered ``initialize``."""
 
@@ -59,7 +61,7 @@ class AgentStarted:
     """1 for the first process, 2 after the first restart, and so on."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AgentExited:
     """A process ended, or was ended by us (quarantine, watchdog, stdout closed)."""
 
@@ -73,7 +75,7 @@ class AgentExited:
     will_restart: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AgentRestarting:
     """The policy decided to restart; the new process starts after ``delay_s``."""
 
@@ -83,7 +85,7 @@ class AgentRestarting:
     delay_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SessionRestored:
     """A session lives on in the new process under the same id (``how``: load or resume)."""
 
@@ -92,7 +94,7 @@ class SessionRestored:
     how: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SessionReplaced:
     """A session could not be restored; a new one, with a new id, stands in for it."""
 
@@ -102,7 +104,7 @@ class SessionReplaced:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AgentGaveUp:
     """The restart policy gave up; the agent is failed until a new agent is opened."""
 
@@ -143,7 +145,7 @@ class UpdateReceived:
             return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PermissionDecided:
     """The agent asked permission and the policy answered (``option_kind`` None = cancelled)."""
 
@@ -155,7 +157,7 @@ class PermissionDecided:
     mode: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolCallClosed:
     """A tool call the turn left open was closed by the bridge (the turn failed or was
     cancelled). Sent once per tool call; nothing the agent sends later overrides it."""
@@ -179,9 +181,7 @@ class EventHub:
     full has stopped reading: it is dropped, its stream ends, and a warning says so.
     """
 
-    def __init__(
-        self, *, agent_name: str, keep: int = 1000, subscriber_buffer: int = 1024
-    ) -> None:
+    def __init__(self, *, agent_name: str, keep: int = 1000, subscriber_buffer: int = 1024) -> None:
         self._agent_name = agent_name
         self._subscriber_buffer = subscriber_buffer
         self._subscribers: list[MemoryObjectSendStream[LifecycleEvent]] = []
@@ -189,9 +189,7 @@ class EventHub:
         self.log: deque[LifecycleEvent] = deque(maxlen=keep)
 
     def subscribe(self) -> MemoryObjectReceiveStream[LifecycleEvent]:
-        send, receive = anyio.create_memory_object_stream[LifecycleEvent](
-            self._subscriber_buffer
-        )
+        send, receive = anyio.create_memory_object_stream[LifecycleEvent](self._subscriber_buffer)
         self._subscribers.append(send)
         return receive
 

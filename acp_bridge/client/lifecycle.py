@@ -42,10 +42,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from acp_bridge.errors import LocalProtocolError
 from acp_bridge.process.policy import Decision, ExitRecord, GiveUp, Restart
+from acp_bridge.record import record
 
 __all__ = [
     "AgentLifecycle",
@@ -83,21 +83,21 @@ class AgentPhase(enum.Enum):
 # -- inputs (past tense) ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GenerationReady:
     """Generation ``number`` initialized and restored every session."""
 
     number: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GenerationEnding:
     """Generation ``number``'s process is going away (exited, stdout ended, quarantined...)."""
 
     number: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GenerationExited:
     """How generation ``number`` ended, and what the restart policy decided about it."""
 
@@ -106,19 +106,19 @@ class GenerationExited:
     decision: Decision
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DelayElapsed:
     """The restart delay after generation ``number`` is over."""
 
     number: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShutdownRequested:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReviveRequested:
     pass
 
@@ -135,14 +135,14 @@ LifecycleInput = (
 # -- actions (imperative) ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StartGeneration:
     number: int
     restoring: bool
     """A restart (or revive): the known sessions are restored before the agent is ready."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReportExit:
     """Tell the caller how generation ``number`` ended; fail its turns in flight unless closing."""
 
@@ -152,7 +152,7 @@ class ReportExit:
     closing: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StartAfter:
     """Wait ``delay_s``, then feed :class:`DelayElapsed` (restart ``attempt`` of the budget)."""
 
@@ -161,14 +161,14 @@ class StartAfter:
     delay_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GiveUpNow:
     """The restart policy gave up: calls fail with its reason until a revive."""
 
     decision: GiveUp
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FailFirstStart:
     """The very first process never became ready: the opener hears it, nothing restarts."""
 

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from acp_bridge import __version__
 from acp_bridge.client.permissions import PermissionPolicy
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
+from acp_bridge.record import record
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
 
 __all__ = ["ClientOptions"]
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class ClientOptions:
     """How to run and talk to a supervised agent."""
 

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final, Literal
 
+from acp_bridge.record import record
 from acp_bridge.wire.kinds import PermissionOptionKind, ToolKind
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def choose_option(options: Iterable[PermissionOption], want: Want) -> Permission
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PermissionDecision:
     """What was decided for one permission request, for logs and events.
 
@@ -126,7 +126,7 @@ class PermissionDecision:
         return self.option_kind in _PREFERENCE["allow"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PermissionPolicy:
     """Answers permission requests according to ``mode`` (see the module docstring).
 

@@ -43,6 +43,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from acp_bridge.record import record
+
 __all__ = [
     "ArmGrace",
     "CancelUnwritable",
@@ -69,7 +71,7 @@ class TurnState(enum.Enum):
     CLOSED = "closed"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnTimings:
     """The windows of one turn, in seconds. None disables a deadline."""
 
@@ -87,24 +89,24 @@ class TurnTimings:
 # -- events (past tense) ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PromptAnswered:
     stop_reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PromptFailed:
     error: str
     recoverable: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnCancelRequested:
     reason: str
     now: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CancelUnwritable:
     """The ``session/cancel`` notification could not be written within its bound."""
 
@@ -114,7 +116,7 @@ class UpdateArrived:
     now: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Tick:
     now: float
 
@@ -126,23 +128,23 @@ MachineEvent = (
 # -- actions (imperative) --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SendCancel:
     """Send ``session/cancel`` (bounded) and answer the turn's pending permission requests
     ``cancelled``: one action, as the client does both in one step."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ArmGrace:
     deadline: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Quarantine:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnOutcome:
     """How a turn ended, as the caller sees it.
 
@@ -159,7 +161,7 @@ class TurnOutcome:
     quarantined: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Close:
     outcome: TurnOutcome
 

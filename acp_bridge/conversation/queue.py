@@ -102,11 +102,12 @@ from acp_bridge.conversation.queue_model import (
     verdict,
 )
 from acp_bridge.errors import LocalProtocolError, ResourceClosedError
+from acp_bridge.record import record
 
 __all__ = ["QueueMachine"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@record
 class _Turn:
     """The turn in the slot: which attempt, the generation its start was decided under, and
     who asked to cancel it (None: nobody)."""
@@ -151,15 +152,15 @@ class QueueMachine:
         if paused:
             machine._gate = GateState.PAUSED
         cut: list[int] = []
-        for record in records:
-            if record.seq in machine._messages:
-                raise ValueError(f"two stored messages have seq {record.seq}")
-            machine._messages[record.seq] = record
-            machine._last_seq = max(machine._last_seq, record.seq)
-            if record.state is MessageState.QUEUED:
-                machine._queue.append(record.seq)
-            elif record.state is MessageState.RUNNING:
-                cut.append(record.seq)
+        for stored in records:
+            if stored.seq in machine._messages:
+                raise ValueError(f"two stored messages have seq {stored.seq}")
+            machine._messages[stored.seq] = stored
+            machine._last_seq = max(machine._last_seq, stored.seq)
+            if stored.state is MessageState.QUEUED:
+                machine._queue.append(stored.seq)
+            elif stored.state is MessageState.RUNNING:
+                cut.append(stored.seq)
         machine._idle = None  # report where the restored queue stands
         actions: list[Action] = []
         crashed = TurnFailed(BRIDGE_STOPPED_ERROR["message"], recoverable=True)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final, Literal, TypeVar
 
 from acp_bridge.errors import LocalProtocolError
+from acp_bridge.record import record
 
 __all__ = [
     "AGENT_TRANSITIONS",
@@ -136,14 +136,14 @@ class AgentState(enum.Enum):
 # -- what the driver reports about a turn -----------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Answered:
     """The agent answered the prompt with ``stop_reason``."""
 
     stop_reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Failed:
     """The prompt failed: an error answer, or the agent crashed mid-turn."""
 
@@ -163,87 +163,87 @@ class Event:
     __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WorkRequested(Event):
     """The user asked for turns: a send, a resume or a retry."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StopRequested(Event):
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CloseRequested(Event):
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RetryRequested(Event):
     seq: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Halted(Event):
     """A turn failed in a way the user must fix (``recoverable=False``)."""
 
     error: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AgentLost(Event):
     """The driver gave up on the agent (restart limit, auth required, ...)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReviveDecided(Event):
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StartDecided(Event):
     seq: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StartConfirmed(Event):
     seq: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StartWithdrawn(Event):
     seq: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CancelRequested(Event):
     seq: int
     reason: CancelReason
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnEnded(Event):
     seq: int
     outcome: Outcome
 
 
 # Verdicts: how a message's turn counts, decided from the outcome and who asked for a cancel.
-@dataclass(frozen=True, slots=True)
+@record
 class TurnCompleted(Event):
     stop_reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnCancelled(Event):
     stop_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnSuperseded(Event):
     stop_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnFailed(Event):
     error: str
     recoverable: bool
@@ -256,7 +256,7 @@ Verdict = TurnCompleted | TurnCancelled | TurnSuperseded | TurnFailed
 # -- actions (imperative) ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StartTurn:
     """Prompt message ``seq``: bring the agent up if needed, then call
     ``start_confirmed(seq, generation)`` right before writing the prompt, and prompt only if it
@@ -267,7 +267,7 @@ class StartTurn:
     generation: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CancelTurn:
     """Cancel the turn of ``seq`` (session/cancel and the grace window); report its end with
     ``turn_ended`` as usual."""
@@ -276,7 +276,7 @@ class CancelTurn:
     reason: CancelReason
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReviveAgent:
     """The agent was gone for good and the user asked for more: start a fresh agent and restore
     the session. Always followed by the StartTurn it is for, with the same generation."""
@@ -284,7 +284,7 @@ class ReviveAgent:
     generation: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MessageFinal:
     """Message ``seq`` reached a final state: persist it, then emit the caller's event."""
 
@@ -296,7 +296,7 @@ class MessageFinal:
     recoverable: bool | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Idle:
     """Nothing runs and nothing will start by itself (a notification; the driver keeps
     listening for user operations unless ``reason`` is ``closed``)."""
@@ -307,7 +307,7 @@ class Idle:
 Action = StartTurn | CancelTurn | ReviveAgent | MessageFinal | Idle
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MessageRecord:
     """One message as the machine sees it (and as a store persists it).
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeVar
 
 from acp_bridge.conversation.queue_model import MessageRecord, MessageState
 from acp_bridge.conversation.usage import CostMeter, Usage
+from acp_bridge.record import record
 
 __all__ = [
     "ConversationRecord",
@@ -31,7 +32,7 @@ __all__ = [
 _J = TypeVar("_J", dict[str, Any], list[Any])
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class ConversationRecord:
     """A stored conversation: what to run, where, and the session it last had.
 
@@ -56,7 +57,7 @@ class ConversationRecord:
     """The last cumulative cost seen, the baseline of the next message's cost."""
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class StoredMessage:
     """A stored message: the queue's :class:`~.queue_model.MessageRecord` (see
     :meth:`record`) plus what only the store keeps. ``seq`` is its creation order;
@@ -128,7 +129,7 @@ def record_from_row(row: sqlite3.Row) -> MessageRecord:
     )
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class EventRecord:
     """One entry of a conversation's turn log; ``id`` increases across the whole store."""
 
@@ -202,7 +203,7 @@ def event_from_row(row: sqlite3.Row) -> EventRecord:
     )
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class ConversationSummary:
     """A conversation as ``acp-bridge conversations`` lists it: the record and how many of its
     messages are in each state (states with none are absent)."""
@@ -211,7 +212,7 @@ class ConversationSummary:
     states: dict[str, int]
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class FinishedTurn:
     """What a turn that ran leaves with its message's final state: the agent's reply text
     (already bounded), whether it was cut, what the turn spent, and the cost meter after it."""

@@ -28,7 +28,6 @@ History:
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import Final
 
 from acp_bridge.conversation.records import (
@@ -43,6 +42,7 @@ from acp_bridge.conversation.records import (
     message_from_row,
 )
 from acp_bridge.errors import QueueStoreError
+from acp_bridge.record import record
 from acp_bridge.sqlite_wal import use_wal
 
 __all__ = [
@@ -68,7 +68,7 @@ __all__ = [
 APPLICATION_ID: Final = 0x41435042
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class Migration:
     """One schema step: the statements that take the file from ``version - 1`` to ``version``."""
 

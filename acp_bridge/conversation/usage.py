@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Final
+
+from acp_bridge.record import record
 
 __all__ = [
     "COST_DIGITS",
@@ -74,7 +76,7 @@ def _amount(value: Any) -> float | None:
     return amount if math.isfinite(amount) and amount >= 0 else None
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class Usage:
     """Tokens (summed from prompt responses, ACP's field names), cost (summed growth of the
     session's cumulative cost, by currency) and the latest context snapshot
@@ -159,7 +161,7 @@ def _context(value: Any) -> dict[str, int] | None:
     return {"used": used, "size": size}
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class CostMeter:
     """The last cumulative cost seen, by currency, and the session it belongs to."""
 

@@ -46,6 +46,7 @@ from acp_bridge.errors import SpawnError
 from acp_bridge.process import killer
 from acp_bridge.process.parent_death import dying_with_parent
 from acp_bridge.process.spec import AgentSpec
+from acp_bridge.record import record
 
 __all__ = [
     "KILL_WAIT_S",
@@ -72,7 +73,7 @@ STDERR_TAIL_LINES: Final = 200
 _STDERR_LINE_MAX_BYTES: Final = 4096
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)  # a default argument below: ruff sees it as immutable
 class ShutdownTimeouts:
     """The bounds of each shutdown step, in seconds (see the module docstring)."""
 
@@ -81,7 +82,7 @@ class ShutdownTimeouts:
     kill_wait_s: float = KILL_WAIT_S
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ExitStatus:
     """How a process ended: ``returncode`` as Python reports it, ``signal`` when killed by one."""
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from acp_bridge.record import record
 
 __all__ = [
     "Decision",
@@ -48,7 +49,7 @@ _STDERR_NOTE_CHARS = 200
 """How much of an exit's last stderr line an exit history quotes."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ExitRecord:
     """One exit of an agent process.
 
@@ -82,7 +83,7 @@ class ExitRecord:
             raise ValueError(f"uptime_s must be finite and >= 0, not {self.uptime_s!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Restart:
     """Restart after ``delay_s`` seconds; ``attempt`` counts from 1 since the last reset."""
 
@@ -90,7 +91,7 @@ class Restart:
     attempt: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GiveUp:
     """Stop restarting. ``reason`` is a sentence for the user; ``history`` is every exit seen."""
 
@@ -101,7 +102,7 @@ class GiveUp:
 Decision = Restart | GiveUp
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RestartPolicy:
     """Exponential backoff with a reset after sustained uptime and a cap per sliding window.
 
@@ -235,11 +236,11 @@ def format_exit_history(
     skipped = max(0, len(history) - limit)
     if skipped:
         lines.append(f"({skipped} earlier exit{'s' if skipped != 1 else ''} not shown)")
-    for number, record in enumerate(history[skipped:], start=skipped + 1):
-        line = f"exit {number}: {record.reason} after {record.uptime_s:.3g} s"
+    for number, exit_record in enumerate(history[skipped:], start=skipped + 1):
+        line = f"exit {number}: {exit_record.reason} after {exit_record.uptime_s:.3g} s"
         if now is not None:
-            line += f" ({max(0.0, now - record.at_s):.3g} s ago)"
-        if note := _last_line(record.stderr_tail):
+            line += f" ({max(0.0, now - exit_record.at_s):.3g} s ago)"
+        if note := _last_line(exit_record.stderr_tail):
             line += f"; stderr: {note}"
         lines.append(line)
     return "\n".join(lines)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
+
+from acp_bridge.record import record
 
 __all__ = ["AgentSpec", "default_name"]
 
 _LAUNCHERS = ("python", "node", "npx", "uvx", "bunx", "deno", "bun", "env", "pipx")
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class AgentSpec:
     """How to start one agent.
 

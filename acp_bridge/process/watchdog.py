@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from typing import NoReturn
 
 import anyio
 import anyio.to_thread
 import psutil
+
+from acp_bridge.record import record
 
 __all__ = ["WatchdogLimits", "WatchdogTrip", "tree_rss_bytes", "watch_rss"]
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 _MIB = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WatchdogLimits:
     """What the watchdog enforces. ``max_tree_rss_bytes=None`` turns the RSS check off.
 
@@ -63,7 +64,7 @@ class WatchdogLimits:
             raise ValueError(f"interval_s must be finite and > 0, not {self.interval_s!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WatchdogTrip:
     """The tree was measured at ``rss_bytes``, over ``limit_bytes``; ``reason`` says so."""
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import anyio
 
@@ -35,6 +35,7 @@ from acp_bridge.client.turn_machine import (
     TurnTimings,
     UpdateArrived,
 )
+from acp_bridge.record import record
 from acp_bridge.wire.acp import PromptResponse
 
 __all__ = ["EventSink", "TurnDriver", "TurnPolicy"]
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 EventSink = Callable[[TurnEvent], Awaitable[None]]
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class TurnPolicy:
     timings: TurnTimings = field(default_factory=TurnTimings)
     """The turn's windows; its ``cancel_grace_s`` is the one grace window of the turn."""

@@ -16,15 +16,20 @@ ALLOWED = {
     "errors": set(),
     # Standard library only, at the bottom like errors: both SQLite files open through it.
     "sqlite_wal": set(),
-    "wire": {"errors"},
-    "rpc": {"errors", "wire"},
-    "process": {"errors", "wire", "rpc"},  # design.md: process sits above rpc
-    "client": {"errors", "wire", "rpc", "process"},
-    "session": {"errors", "wire", "rpc", "process", "client"},
-    "conversation": {"errors", "wire", "rpc", "process", "client", "session", "sqlite_wal"},
-    "proxy": {"errors", "wire", "rpc", "process", "client"},
+    # The frozen-dataclass decorator (standard library and typing_extensions): any layer.
+    "record": set(),
+    "wire": {"errors", "record"},
+    "rpc": {"errors", "record", "wire"},
+    "process": {"errors", "record", "wire", "rpc"},  # design.md: process sits above rpc
+    "client": {"errors", "record", "wire", "rpc", "process"},
+    "session": {"errors", "record", "wire", "rpc", "process", "client"},
+    "conversation": {
+        "errors", "record", "wire", "rpc", "process", "client", "session", "sqlite_wal",
+    },
+    "proxy": {"errors", "record", "wire", "rpc", "process", "client"},
     "cli": {
         "errors",
+        "record",
         "wire",
         "rpc",
         "process",
@@ -35,7 +40,7 @@ ALLOWED = {
         "agents",
     },
     # The built-in reference agent: a separate program on the protocol's lower layers only.
-    "agents": {"errors", "wire", "rpc", "sqlite_wal"},
+    "agents": {"errors", "record", "wire", "rpc", "sqlite_wal"},
 }
 PURE_MODULES = [
     "wire",

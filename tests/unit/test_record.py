@@ -1,0 +1,104 @@
+"""``@record`` behaves as ``@dataclass(frozen=True)`` does, for every use the library makes."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import FrozenInstanceError, field
+
+import pytest
+
+from acp_bridge.record import record
+
+
+@record
+class Point:
+    x: int
+    y: int = 0
+    note: str = field(default="", compare=False, repr=False)
+
+
+@record(slots=False)
+class Bag:
+    name: str
+    items: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RealPoint:
+    x: int
+    y: int = 0
+    note: str = field(default="", compare=False, repr=False)
+
+
+@record
+class Base:
+    a: int
+
+
+@record
+class Derived(Base):
+    b: str = "b"
+
+
+@record(eq=False)
+class Identity:
+    value: int
+
+
+@record(kw_only=True)
+class Named:
+    first: int
+    second: int = 2
+
+
+@pytest.mark.parametrize("cls", [Point, RealPoint])
+def test_equality_hash_and_repr_match_a_frozen_dataclass(cls: type) -> None:
+    one, same, other = cls(1, 2, note="a"), cls(1, 2, note="b"), cls(1, 3)
+    assert one == same and one != other and hash(one) == hash(same) == hash((1, 2))
+    assert repr(one).endswith("Point(x=1, y=2)")
+    assert {one, same, other} == {one, other}
+    assert one.__eq__(object()) is NotImplemented
+    assert (one == (1, 2)) is False
+
+
+def test_fields_cannot_be_assigned_or_deleted_after_construction() -> None:
+    point, bag = Point(1), Bag("b")
+    for target, name in ((point, "x"), (point, "y"), (bag, "name"), (bag, "items")):
+        with pytest.raises(FrozenInstanceError):
+            setattr(target, name, 5)
+        with pytest.raises(FrozenInstanceError):
+            delattr(target, name)
+    with pytest.raises(AttributeError):
+        point.other = 1  # type: ignore[attr-defined]  # slots: no new attributes
+
+
+def test_defaults_factories_replace_fields_copy_and_match_work() -> None:
+    bag = Bag("b")
+    assert bag.items == () and Bag("c").items is not None
+    assert dataclasses.replace(Point(1, 2), y=5) == Point(1, 5)
+    assert [f.name for f in dataclasses.fields(Point)] == ["x", "y", "note"]
+    assert dataclasses.asdict(Point(1, 2)) == {"x": 1, "y": 2, "note": ""}
+    assert dataclasses.is_dataclass(Point) and Point.__slots__ == ("x", "y", "note")
+    assert copy.copy(Point(3, 4)) == Point(3, 4) and copy.deepcopy(bag) == bag
+    match Point(7, 8):
+        case Point(x, y):
+            assert (x, y) == (7, 8)
+
+
+def test_subclasses_compare_by_class_and_all_fields() -> None:
+    derived = Derived(1, "z")
+    assert derived == Derived(1, "z") and derived != Derived(1, "y")
+    assert Base(1) != Derived(1)  # another class: never equal, as with dataclasses
+    assert repr(derived) == "Derived(a=1, b='z')"
+    with pytest.raises(FrozenInstanceError):
+        derived.a = 2  # type: ignore[misc]
+
+
+def test_eq_false_keeps_identity_and_kw_only_needs_names() -> None:
+    first = Identity(1)
+    assert first != Identity(1) and first == first and hash(first) == object.__hash__(first)
+    assert len({first, Identity(1)}) == 2
+    assert Named(first=1).second == 2
+    with pytest.raises(TypeError):
+        Named(1)  # type: ignore[misc]
