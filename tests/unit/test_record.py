@@ -46,10 +46,13 @@ class Identity:
     value: int
 
 
-@record(kw_only=True)
-class Named:
-    first: int
-    second: int = 2
+@record
+class Made:
+    items: list[int] = field(default_factory=list)
+    total: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total", sum(self.items))
 
 
 @pytest.mark.parametrize("cls", [Point, RealPoint])
@@ -95,10 +98,33 @@ def test_subclasses_compare_by_class_and_all_fields() -> None:
         derived.a = 2  # type: ignore[misc]
 
 
-def test_eq_false_keeps_identity_and_kw_only_needs_names() -> None:
+def test_eq_false_keeps_identity() -> None:
     first = Identity(1)
     assert first != Identity(1) and first == first and hash(first) == object.__hash__(first)
     assert len({first, Identity(1)}) == 2
-    assert Named(first=1).second == 2
+
+
+def test_init_takes_positions_names_defaults_factories_and_runs_post_init() -> None:
+    assert Point(1) == Point(x=1) == Point(1, 0) and Point(y=3, x=2).y == 3
+    first, second = Made(), Made()
+    assert first.items == [] and first.items is not second.items  # a new list each time
+    assert Made([1, 2]).total == 3
     with pytest.raises(TypeError):
-        Named(1)  # type: ignore[misc]
+        Point()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Point(1, 2, "n", 4)  # type: ignore[call-arg]
+    assert Point.__init__.__qualname__ == "Point.__init__"
+
+
+def test_fields_record_cannot_build_are_refused_when_the_class_is_defined() -> None:
+    with pytest.raises(TypeError, match="only plain fields"):
+
+        @record
+        class KeywordOnly:
+            value: int = field(kw_only=True)
+
+    with pytest.raises(TypeError, match="only plain fields"):
+
+        @record
+        class NotInInit:
+            value: int = field(default=0, init=False)
