@@ -18,7 +18,7 @@ import functools
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
@@ -119,7 +119,7 @@ LifecycleEvent = (
 )
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class UpdateReceived:
     """A ``session/update`` of this turn.
 

@@ -41,7 +41,6 @@ Transitions (state, event) -> (state, actions)::
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from acp_bridge.record import record
 
@@ -111,7 +110,7 @@ class CancelUnwritable:
     """The ``session/cancel`` notification could not be written within its bound."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UpdateArrived:
     now: float
 

@@ -34,12 +34,12 @@ Decisions, for input the spec leaves open (each has a test):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic_core import from_json
 
 from acp_bridge.errors import FramingError, LocalProtocolError, RpcError
+from acp_bridge.record import record
 
 __all__ = [
     "JSONRPC_VERSION",
@@ -68,7 +68,7 @@ _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 _ascii_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Request:
     """An incoming call that expects exactly one response."""
 
@@ -77,7 +77,7 @@ class Request:
     params: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Notification:
     """An incoming message that must never be answered."""
 
@@ -85,7 +85,7 @@ class Notification:
     params: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Response:
     """An answer to one of our requests: ``error`` is set for an error response."""
 
@@ -98,7 +98,7 @@ class Response:
         return self.error is not None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BadMessage:
     """Something that is not a valid message.
 
