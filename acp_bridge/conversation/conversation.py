@@ -154,7 +154,7 @@ class Conversation:
         self._state = _State()
         # Prompts sent in this process, until their turn starts (later ones read the store).
         self._prompts: dict[int, list[dict[str, Any]]] = {}
-        self._turn_started_at: float | None = None
+        self._turn_started_at: tuple[int, float] | None = None  # (seq, monotonic time)
         self._journal = TurnJournal(record.usage, record.cost_meter)
         self._turn_events = TurnEvents(self._journal, self.emit, self._write_log)
         self._acting = anyio.Lock()
@@ -448,7 +448,7 @@ class Conversation:
         """The start of ``seq`` is committed: publish it, and hold lifecycle events that
         happen during its turn behind its final event."""
         self._journal.turn_started(seq)
-        self._turn_started_at = time.monotonic()
+        self._turn_started_at = (seq, time.monotonic())
         self._events.turn_started(seq)
         await self.emit("turn_started", started_event)
 
@@ -487,7 +487,9 @@ class Conversation:
         """Queue the final state's commit (with the turn's batched log and its end event)."""
         turn = self._journal.take_turn(final.seq)
         started = self._turn_started_at
-        duration_ms = 0.0 if started is None else (time.monotonic() - started) * 1000
+        duration_ms = 0.0  # a message that never started here, not the last turn's duration
+        if started is not None and started[0] == final.seq:
+            duration_ms = (time.monotonic() - started[1]) * 1000
         end = final_event(final, turn, duration_ms, self.structured_error)
         call = self._commits.submit(
             self._store.finish,
@@ -510,6 +512,7 @@ class Conversation:
         submitted: _SubmittedFinal,
     ) -> None:
         call, turn, end = submitted
+        self._prompts.pop(final.seq, None)  # ended without a turn (a start withdrawn, say)
         changed = await call.result()
         if changed and turn is not None:
             self._journal.settled(turn)

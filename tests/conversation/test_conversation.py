@@ -256,3 +256,28 @@ async def test_chosen_config_is_stored_and_applied_when_the_conversation_resumes
         if e["event"] == "update" and e["update"].get("sessionUpdate") == "agent_message_chunk"
     ]
     assert texts == ["settings mode=code model=large"]
+
+
+async def test_a_message_stopped_before_its_turn_began_ends_with_no_duration_nor_prompt_kept(
+    tmp_path: Path,
+) -> None:
+    # Message 2's start waits for the agent's restart when the stop comes: it ends cancelled
+    # without a turn. Its turn_ended event said it lasted as long as message 1 had (the last
+    # turn that began), and its prompt stayed in memory until the conversation closed.
+    slow_restart = ClientOptions(
+        restart=RestartPolicy(initial_delay_s=30, max_delay_s=30),
+        shutdown=OPTIONS.shutdown,
+        cancel_grace_s=0.5,
+    )
+    async with conversation(tmp_path, fake("echo_agent.py"), slow_restart) as (conv, store, seen):
+        await conv.send("echo doomed; crash 3")
+        await conv.send("echo never")
+        while not any(e["event"] == "turn_failed" for e in seen):
+            await seen.changed.wait()
+        await conv.stop()
+        assert await idle(conv) == "paused"
+        assert finals(store) == {1: "failed", 2: "cancelled"}
+        assert conv._prompts == {}  # the leak this test is about
+    ended = next(e for e in seen if e["event"] == "turn_ended" and e["seq"] == 2)
+    assert ended["duration_ms"] == 0
+    assert started(seen) == [1]
