@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
-
-from typing_extensions import dataclass_transform
+from typing import Any, TypeVar, dataclass_transform, overload
 
 __all__ = ["record"]
 
@@ -57,6 +55,8 @@ def record(
 
 def _make(cls: _T, *, slots: bool, eq: bool) -> _T:
     own = set(cls.__dict__)  # methods the class wrote itself are kept, as dataclass keeps them
+    if "__eq__" in own and cls.__dict__.get("__hash__", ...) is None:
+        own.discard("__hash__")  # Python's implicit None for a class that wrote __eq__
     made: Any = dataclasses.dataclass(
         cls, init=False, repr=False, eq=False, frozen=False, slots=slots
     )
@@ -89,9 +89,16 @@ def _init_for(cls: Any, fields: tuple[dataclasses.Field[Any], ...]) -> Any:
     frozen dataclass's is, then ``__post_init__``. The one method compiled per class."""
     params, body = ["self"], []
     values: dict[str, Any] = {"_set": object.__setattr__, "_factory_default": _FACTORY_DEFAULT}
+    defaulted = False
     for index, f in enumerate(fields):
         if not f.init or f.kw_only:
             raise TypeError(f"@record {cls.__qualname__}.{f.name}: only plain fields are supported")
+        has_default = not (
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        )
+        if defaulted and not has_default:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+        defaulted = defaulted or has_default
         if f.default is not dataclasses.MISSING:
             values[f"_default_{index}"] = f.default
             params.append(f"{f.name}=_default_{index}")

@@ -28,7 +28,8 @@ def use_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
         try:
             mode: str = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.OperationalError as exc:
-            busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY  # any extended BUSY_*
+            code = getattr(exc, "sqlite_errorcode", 0)  # absent when the module raised it
+            busy = code & 0xFF == sqlite3.SQLITE_BUSY  # any extended BUSY_*
             if not busy or time.monotonic() >= deadline:
                 raise
         else:

@@ -101,10 +101,15 @@ class History:
             _readline.add_history(text)
 
     def save(self) -> None:
-        """Write the history back (bounded by :data:`HISTORY_LINES`), mode 0600."""
+        """Write the history back (bounded by :data:`HISTORY_LINES`), mode 0600; under the
+        readline lock, as the abandoned input thread may still be handling a key."""
         if _readline is None:
             return
-        with contextlib.suppress(OSError):
+        locked = _locked
+        with (
+            locked.lock if locked is not None else contextlib.nullcontext(),
+            contextlib.suppress(OSError),
+        ):
             make_private_dir(self.path.parent)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
             os.fchmod(fd, 0o600)

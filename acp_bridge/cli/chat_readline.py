@@ -53,7 +53,16 @@ class LockedReadline:
         self._remove = library.rl_callback_handler_remove
         self._remove.argtypes = []
         self._remove.restype = None
+        self._resize = library.rl_resize_terminal
+        self._resize.argtypes = []
+        self._resize.restype = None
         self._buffer = ctypes.c_char_p.in_dll(library, "rl_line_buffer")
+        # Signals stay the chat's, as with input() (CPython clears these too): readline would
+        # otherwise install its own handlers process-wide, from this thread, around each key
+        # (and on Ctrl-C during a key, throw away the line being typed).
+        ctypes.c_int.in_dll(library, "rl_catch_signals").value = 0
+        ctypes.c_int.in_dll(library, "rl_catch_sigwinch").value = 0
+        self._size = self._terminal_size()
         self._line: bytes | None = None
         self._done = False
         # Kept referenced for as long as readline may call it.
@@ -62,7 +71,10 @@ class LockedReadline:
     @classmethod
     def load(cls, readline_module: Any, stdin_fd: int, stdout_fd: int) -> LockedReadline | None:
         """The GNU readline behind ``readline_module``, or None where it cannot be used."""
-        if readline_module is None or "libedit" in (readline_module.__doc__ or ""):
+        if readline_module is None:
+            return None
+        version = str(getattr(readline_module, "_READLINE_LIBRARY_VERSION", ""))
+        if "libedit" in (readline_module.__doc__ or "") or version.startswith("EditLine"):
             return None
         if not (os.isatty(stdin_fd) and os.isatty(stdout_fd)):
             return None  # input() would not use readline either
@@ -89,6 +101,7 @@ class LockedReadline:
             while not self._done:
                 select.select([self._stdin_fd], [], [])
                 with self.lock:
+                    self._follow_resize()
                     self._read_char()
         except BaseException:
             with self.lock:
@@ -96,6 +109,20 @@ class LockedReadline:
                     self._remove()
             raise
         return self._line
+
+    def _terminal_size(self) -> os.terminal_size | None:
+        try:
+            return os.get_terminal_size(self._stdin_fd)
+        except OSError:
+            return None
+
+    def _follow_resize(self) -> None:
+        # With rl_catch_sigwinch off, readline learns of a new width only from us: checked
+        # before each key (one ioctl), so the line wraps where the screen thinks it does.
+        size = self._terminal_size()
+        if size != self._size:
+            self._size = size
+            self._resize()
 
     def line_buffer(self) -> str:
         """The line as typed so far (call with :attr:`lock` held)."""

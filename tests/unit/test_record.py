@@ -128,3 +128,33 @@ def test_fields_record_cannot_build_are_refused_when_the_class_is_defined() -> N
         @record
         class NotInInit:
             value: int = field(default=0, init=False)
+
+
+def test_a_field_without_default_after_one_with_is_refused_as_dataclass_refuses_it() -> None:
+    with pytest.raises(TypeError, match="non-default argument 'late' follows default argument"):
+
+        @record
+        class Unordered:
+            early: int = 0
+            late: int  # type: ignore[misc]
+
+
+def test_a_record_that_writes_its_own_eq_is_still_hashed_by_its_fields() -> None:
+    @record
+    class Loose:
+        value: int
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Loose)
+
+        __hash__ = None  # type: ignore[assignment]  # what Python puts here implicitly
+
+    @dataclasses.dataclass(frozen=True)
+    class LooseDataclass:
+        value: int
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, LooseDataclass)
+
+    assert hash(Loose(3)) == hash(LooseDataclass(3)) == hash((3,))
+    assert Loose(1) == Loose(2)  # its own __eq__ is kept
