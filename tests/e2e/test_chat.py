@@ -302,6 +302,23 @@ def test_line_editing_keys_history_and_non_ascii_text_work_on_the_prompt(tmp_pat
     assert "héllo wörld" in contents[0] and "héllo wö!ld" in contents[1]
 
 
+def test_a_long_line_typed_after_the_terminal_narrowed_is_sent_whole(tmp_path: Path) -> None:
+    typed = "word " * 30  # 150 columns: wraps on the 40-column terminal
+    with chat(["--", *agent("echo_agent.py")], tmp_path) as terminal:
+        terminal.read_until(b"> ")
+        fcntl.ioctl(terminal.master, termios.TIOCSWINSZ, b"\x18\x00\x28\x00\x00\x00\x00\x00")
+        terminal.process.send_signal(signal.SIGWINCH)
+        for key in typed.strip():
+            terminal.type(key.encode())
+        terminal.type(b"\r")
+        terminal.read_until(b"[done] end_turn")
+        terminal.type(CTRL_D)
+        assert terminal.finish() == 0
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as db:
+        (content,) = db.execute("SELECT content FROM messages WHERE seq = 1").fetchone()
+    assert typed.strip() in content
+
+
 def test_a_permission_request_is_asked_on_the_prompt_line(tmp_path: Path) -> None:
     with chat(["--", *agent("permission_agent.py")], tmp_path) as terminal:
         terminal.say("go")
