@@ -93,14 +93,15 @@ CAUSES = {
     ),
     "oneshot": (
         "The agent is spawned first and starts while the bridge imports; the wire models are "
-        "built on first use (a one-shot builds 4 of about 100) and the models, fs and terminal "
-        "support a run does not use are not imported, which took the import after the spawn "
-        "from about 385 to 215 ms. Where a one-shot's time goes now (medians of 11 runs): the "
-        "interpreter's start, about 50 ms (17 ms of it this checkout's editable-install "
-        "finder); parsing and the spawn, about 45 ms; the import, about 215 ms, of which "
-        "creating the library's 92 dataclasses is 60-80 ms and pydantic 65 ms; during the run "
-        "about 18 ms of model builds, 13 ms to claim and release the store, and the turn. Runs "
-        "spread by about +/-20% on this machine: single runs land between 1.0x and 1.3x."
+        "built on first use (a one-shot builds 4 of about 100); the state machines' events and "
+        "the records are @record classes that compile only their __init__ (frozen dataclasses "
+        "compiled five or six methods each, 60-80 ms of the import); and a run ends without the "
+        "interpreter's teardown (about 17 ms). Where a one-shot's time goes now: the "
+        "interpreter's start, about 40 ms (plus this checkout's editable-install finder and "
+        "this machine's CA hook, ~25 ms, which an installed package does not pay); parsing and "
+        "the spawn, about 45 ms; the import, about 200 ms, of which pydantic is about 65 ms; "
+        "during the run about 18 ms of model builds and 13 ms to claim and release the store. "
+        "Runs spread by about +/-20% on this machine: single runs land between 0.9x and 1.3x."
     ),
     "stream_rate": (
         "An absolute rate: on a saturated shared machine it falls with the load while the ratio "
