@@ -9,6 +9,7 @@ Exit codes (the contract scripts rely on) are defined once, in :mod:`.exit_codes
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
 import logging
@@ -113,12 +114,19 @@ def main(argv: Sequence[str] | None = None, *, exit_at_once: bool = False) -> in
         # ten. Exiting here, the cleanup done, keeps the contract.
         _exit_now(EXIT_INTERRUPTED)
     if exit_at_once and args.command in _EXITS_AT_ONCE:
-        _exit_now(code)
+        _exit_now(code, run_atexit=True)
     return code
 
 
-def _exit_now(code: int) -> NoReturn:
-    """End the process with ``code`` now, logging and the output flushed."""
+def _exit_now(code: int, *, run_atexit: bool = False) -> NoReturn:
+    """End the process with ``code`` now, logging and the output flushed. ``run_atexit``: the
+    exit handlers registered by libraries run first (litellm's flushes, say), as they would at
+    a normal exit; the slow part of that exit, tearing down every module, is what is skipped.
+    Not after an interrupt, where nothing may wait."""
+    if run_atexit:
+        run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+        if run_exit_handlers is not None:
+            run_exit_handlers()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
