@@ -91,28 +91,24 @@ def _init_for(cls: Any, fields: tuple[dataclasses.Field[Any], ...]) -> Any:
     values: dict[str, Any] = {"_set": object.__setattr__, "_factory_default": _FACTORY_DEFAULT}
     defaulted = False
     for index, f in enumerate(fields):
+        name = f.name
         if not f.init or f.kw_only:
-            raise TypeError(f"@record {cls.__qualname__}.{f.name}: only plain fields are supported")
-        has_default = not (
-            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        )
-        if defaulted and not has_default:
-            raise TypeError(f"non-default argument {f.name!r} follows default argument")
-        defaulted = defaulted or has_default
+            raise TypeError(f"@record {cls.__qualname__}.{name}: only plain fields are supported")
+        value = name
         if f.default is not dataclasses.MISSING:
             values[f"_default_{index}"] = f.default
-            params.append(f"{f.name}=_default_{index}")
-            body.append(f"_set(self, {f.name!r}, {f.name})")
+            params.append(f"{name}=_default_{index}")
+            defaulted = True
         elif f.default_factory is not dataclasses.MISSING:
             values[f"_factory_{index}"] = f.default_factory
-            params.append(f"{f.name}=_factory_default")
-            body.append(
-                f"_set(self, {f.name!r}, _factory_{index}() "
-                f"if {f.name} is _factory_default else {f.name})"
-            )
+            params.append(f"{name}=_factory_default")
+            value = f"_factory_{index}() if {name} is _factory_default else {name}"
+            defaulted = True
+        elif defaulted:
+            raise TypeError(f"non-default argument {name!r} follows default argument")
         else:
-            params.append(f.name)
-            body.append(f"_set(self, {f.name!r}, {f.name})")
+            params.append(name)
+        body.append(f"_set(self, {name!r}, {value})")
     if hasattr(cls, "__post_init__"):
         body.append("self.__post_init__()")
     source = (

@@ -125,10 +125,9 @@ class LineReader:
         try:
             stdin_fd, stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
         except (AttributeError, OSError, ValueError):
-            self._locked = None
+            _locked = None
         else:
-            self._locked = LockedReadline.load(_readline, stdin_fd, stdout_fd)
-        _locked = self._locked
+            _locked = LockedReadline.load(_readline, stdin_fd, stdout_fd)
         self._prompts: queue.Queue[str | None] = queue.Queue(maxsize=1)
         self._thread = threading.Thread(target=self._run, name="chat-input", daemon=True)
 
@@ -171,10 +170,10 @@ class LineReader:
     def _read(self, prompt: str) -> str:
         """One line from readline (``input()`` where it cannot be driven key by key)."""
         shown = functools.partial(self._screen.prompt_shown, prompt)
-        if self._locked is None:
+        if _locked is None:
             _on_prompt_shown(shown)
             return input(prompt)
-        line = self._locked.read_line(prompt, shown)
+        line = _locked.read_line(prompt, shown)
         if line is None:
             raise EOFError
         return line.decode()

@@ -39,7 +39,6 @@ class LockedReadline:
 
     def __init__(self, library: ctypes.CDLL, libc: ctypes.CDLL, stdin_fd: int) -> None:
         self.lock = threading.Lock()
-        self._library = library
         self._free = libc.free
         self._free.argtypes = [ctypes.c_void_p]
         self._free.restype = None
