@@ -3,8 +3,6 @@ error mapping, which tools a session offers, the history store, prompt text."""
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from acp_bridge.agents.store import PAGE_SIZE, HistoryStore
 from acp_bridge.agents.tools import available_tools
 from acp_bridge.agents.turn import prompt_text
 from acp_bridge.wire.initialize import ClientCapabilities
+from tests.lockstep import open_in_lockstep
 
 
 def _user(text: str) -> dict[str, str]:
@@ -133,24 +132,8 @@ def test_the_history_store_keeps_sessions_private_and_pages_them(tmp_path: Path)
 def test_agents_opening_one_new_history_at_once_all_open(tmp_path: Path) -> None:
     # Several built-in agents started together on a new history file: SQLite's switch to WAL
     # does not wait for a busy file, so all but one failed with "database is locked".
-    openers, files = 4, 25
-    start = threading.Barrier(openers)
-    failures: list[BaseException] = []
-
-    def open_each() -> None:
-        for n in range(files):
-            start.wait()
-            try:
-                HistoryStore(tmp_path / f"history-{n}.db").close()
-            except sqlite3.Error as exc:
-                failures.append(exc)
-
-    workers = [threading.Thread(target=open_each) for _ in range(openers)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    assert failures == []
+    paths = [tmp_path / f"history-{n}.db" for n in range(25)]
+    assert open_in_lockstep(lambda path: HistoryStore(path).close(), paths) == []
 
 
 def test_prompt_text_keeps_text_links_and_embedded_files() -> None:

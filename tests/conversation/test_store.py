@@ -28,6 +28,7 @@ from acp_bridge.conversation.store import (
     UnknownMessageError,
 )
 from acp_bridge.errors import QueueStoreError, ResourceClosedError
+from tests.lockstep import open_in_lockstep
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = {"name": "echo", "argv": ["python", "echo_agent.py"], "env": {}, "cwd": "/work"}
@@ -503,26 +504,10 @@ def test_two_stores_on_one_file_take_turns_writing(path: Path) -> None:
 def test_stores_opened_at_once_on_a_new_file_all_open(tmp_path: Path) -> None:
     # SQLite skips its busy handler when a file is switched to WAL, so openers that raced the
     # one converting a new file failed at once with "database is locked" (the soak's start-up).
-    openers, files = 4, 25
-    start = threading.Barrier(openers)
-    failures: list[str] = []
-
-    def open_each() -> None:
-        for n in range(files):
-            start.wait()  # every opener on the same new file at the same moment
-            try:
-                QueueStore.open(tmp_path / f"new-{n}.sqlite3").close()
-            except QueueStoreError as exc:
-                failures.append(str(exc))
-
-    workers = [threading.Thread(target=open_each) for _ in range(openers)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    assert failures == []
-    for n in range(files):
-        with raw(tmp_path / f"new-{n}.sqlite3") as conn:
+    paths = [tmp_path / f"new-{n}.sqlite3" for n in range(25)]
+    assert open_in_lockstep(lambda path: QueueStore.open(path).close(), paths) == []
+    for path in paths:
+        with raw(path) as conn:
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
