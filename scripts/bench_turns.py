@@ -380,14 +380,21 @@ class TimedLock:
         self._lock = lock
         self._local = local
 
-    def __enter__(self) -> TimedLock:
+    def acquire(self, blocking: bool = True) -> bool:
         started = time.perf_counter()
-        self._lock.acquire()
+        acquired: bool = self._lock.acquire(blocking)
         self._local.wait = getattr(self._local, "wait", 0.0) + time.perf_counter() - started
+        return acquired
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> TimedLock:
+        self.acquire()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._lock.release()
+        self.release()
 
 
 @dataclass

@@ -1,11 +1,17 @@
-"""Group commit: the store calls of async code, run in a worker thread, several to a commit.
+"""Group commit: the store calls of async code, several to a commit, without blocking the loop.
 
 A conversation makes a few store calls per message (the send, the start of its turn, its final
-state), from different tasks. Each alone would be one transaction and one worker-thread hop.
-:class:`GroupCommit` queues the calls and runs everything queued in one worker-thread trip,
-inside one :meth:`~.store_base.StoreBase.batch` transaction: while one batch commits, the calls
-arriving meanwhile wait and form the next one. Under load (a thousand sends while turns run)
-most calls share a commit; alone, a call costs what it did before.
+state), from different tasks. Each alone would be one transaction. :class:`GroupCommit` queues
+the calls and commits everything queued together, inside one transaction: while one batch
+commits in a worker thread, the calls arriving meanwhile wait and form the next one. Under load
+(a thousand sends while turns run) most calls share a commit.
+
+Where a batch runs: at once, in the event loop's thread, when the store can commit it without
+waiting (:meth:`~.store_base.StoreBase.commit_now_if_free`: no fsync per commit, the store free
+in this process, no other process writing; checkpoints run in a thread of their own). That is
+the common case, and it saves a worker thread's round trip, which costs more than a queue
+turn's statements. Otherwise, and to report a failure, the batch runs in a worker thread, where
+waiting for the disk or for another process blocks nothing else.
 
 Order: calls run in the order they were submitted, so a message's final state is committed no
 later than anything submitted after it (the next message's start). Durability is the store's:
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -110,10 +117,16 @@ class GroupCommit:
         return await self.submit(method, *args, **kwargs).result()
 
     async def commit_queued(self) -> None:
-        """Commit every queued call, in one worker-thread trip; then wake the callers queued
-        meanwhile, so one of them commits the next batch."""
+        """Commit every queued call: at once in this thread when the store can commit without
+        waiting, else in one worker-thread trip; then wake the callers queued meanwhile, so one
+        of them commits the next batch."""
         calls = list(self._queued)
         self._queued.clear()
+        if self._store.commit_now_if_free(partial(self._run_all_or_nothing, calls)):
+            self.batches += 1
+            for call in calls:
+                call.settle()
+            return
         self.committing = True
         try:
             await anyio.to_thread.run_sync(self._run_batch, calls)
@@ -126,6 +139,16 @@ class GroupCommit:
             # does, the others see it committing and wait again.
             for call in self._queued:
                 call.take_the_lead()
+
+    @staticmethod
+    def _run_all_or_nothing(calls: list[PendingCall[Any]]) -> bool:
+        """Inside the store's transaction: True if every call succeeded (commit them), False at
+        the first failure (roll back; :meth:`_run_batch` will run them again one by one)."""
+        for call in calls:
+            call.execute()
+            if call.failed:
+                return False
+        return True
 
     def _run_batch(self, calls: list[PendingCall[Any]]) -> None:
         if len(calls) == 1:

@@ -64,7 +64,10 @@ class TurnJournal:
             return None
         self._record = None
         reply = record.reply
-        return FinishedTurn(reply.text, reply.truncated, record.spent(), record.usage.meter)
+        meter = record.usage.meter
+        return FinishedTurn(
+            reply.text, reply.truncated, record.spent(), meter, meter != record.meter_at_start
+        )
 
     def settled(self, turn: FinishedTurn) -> None:
         """``turn`` was committed with its message's final state: count it, once."""

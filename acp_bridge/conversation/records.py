@@ -221,3 +221,6 @@ class FinishedTurn:
     reply_truncated: bool
     usage: Usage
     meter: CostMeter
+    meter_changed: bool = True
+    """False when the turn left the meter as it found it (nothing to store then, when it
+    spent nothing either)."""

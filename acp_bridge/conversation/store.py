@@ -143,7 +143,7 @@ class QueueStore(ConversationCatalog):
         if durability not in DURABILITIES:
             raise ValueError(f"durability must be one of {DURABILITIES}, not {durability!r}")
         fsync = durability == "power"
-        return cls(connect(name, busy_timeout_s=BUSY_TIMEOUT_S, fsync=fsync), name)
+        return cls(connect(name, busy_timeout_s=BUSY_TIMEOUT_S, fsync=fsync), name, fsync=fsync)
 
     # -- the queue -------------------------------------------------------------------------------
 
@@ -175,9 +175,22 @@ class QueueStore(ConversationCatalog):
                 (conversation_id, seq, position, body, now),
             )
             touch(db, conversation_id, now, unpause=unpause)
-            message = self._message(db, conversation_id, seq)
-            assert message is not None  # inserted just above, in this transaction
-            return message
+        # As the row now reads (the content through JSON, as a read gives it), without reading
+        # it back.
+        return StoredMessage(
+            conversation_id=conversation_id,
+            seq=seq,
+            position=position,
+            content=loads(body, list),
+            state=MessageState.QUEUED,
+            stop_reason=None,
+            error=None,
+            recoverable=None,
+            attempts=0,
+            created_at=now,
+            started_at=None,
+            finished_at=None,
+        )
 
     def next_queued(self, conversation_id: str) -> StoredMessage | None:
         """The queued message with the lowest position, or None: an index lookup, never a scan."""
@@ -278,18 +291,27 @@ class QueueStore(ConversationCatalog):
         with self._transaction(f"finish message {seq} of {conversation_id!r}") as db:
             for kind, data, entry_seq in log:
                 insert_event(db, conversation_id, (kind, data), entry_seq, now)
-            cursor = db.execute(
-                "UPDATE messages SET state = ?, stop_reason = ?, error = ?, recoverable = ?,"
-                " finished_at = ? WHERE conversation_id = ? AND seq = ?"
-                " AND state IN ('queued', 'running')",
-                (*outcome, flag, now, conversation_id, seq),
-            )
+            key = (conversation_id, seq)
+            if turn is None:
+                cursor = db.execute(
+                    "UPDATE messages SET state = ?, stop_reason = ?, error = ?, recoverable = ?,"
+                    " finished_at = ? WHERE conversation_id = ? AND seq = ?"
+                    " AND state IN ('queued', 'running')",
+                    (*outcome, flag, now, *key),
+                )
+            else:  # its reply with it, in the same statement
+                cursor = db.execute(
+                    "UPDATE messages SET state = ?, stop_reason = ?, error = ?, recoverable = ?,"
+                    " finished_at = ?, reply = ?, reply_truncated = ?"
+                    " WHERE conversation_id = ? AND seq = ? AND state IN ('queued', 'running')",
+                    (*outcome, flag, now, turn.reply, int(turn.reply_truncated), *key),
+                )
             if cursor.rowcount == 0:
                 self._state(db, conversation_id, seq)  # raises if there is no such message
                 return False
             touch(db, conversation_id, now)
             if turn is not None:
-                self._record_turn(db, conversation_id, seq, turn)
+                self._record_usage(db, conversation_id, seq, turn)
             if event is not None:
                 insert_event(db, conversation_id, event, seq, now)
             return True
@@ -393,17 +415,24 @@ class QueueStore(ConversationCatalog):
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _record_turn(
+    def _record_usage(
         self, db: sqlite3.Connection, conversation_id: str, seq: int, turn: FinishedTurn
     ) -> None:
-        key = (conversation_id, seq)
-        row = db.execute("SELECT usage FROM messages WHERE conversation_id = ? AND seq = ?", key)
-        spent = self._decode(lambda r: Usage.from_json(loads(r[0], dict)), row.fetchone())
-        db.execute(
-            "UPDATE messages SET reply = ?, reply_truncated = ?, usage = ?"
-            " WHERE conversation_id = ? AND seq = ?",
-            (turn.reply, int(turn.reply_truncated), dumps(spent.plus(turn.usage).to_json()), *key),
-        )
+        """Add what the turn spent to its message's and its conversation's totals, and store
+        the cost meter after it. A turn that spent nothing and left the meter as it found it
+        changes neither (most turns of an agent that reports no usage)."""
+        if not turn.usage.is_empty:
+            key = (conversation_id, seq)
+            row = db.execute(
+                "SELECT usage FROM messages WHERE conversation_id = ? AND seq = ?", key
+            )
+            spent = self._decode(lambda r: Usage.from_json(loads(r[0], dict)), row.fetchone())
+            db.execute(
+                "UPDATE messages SET usage = ? WHERE conversation_id = ? AND seq = ?",
+                (dumps(spent.plus(turn.usage).to_json()), *key),
+            )
+        elif not turn.meter_changed:
+            return
         row = db.execute("SELECT usage FROM conversations WHERE id = ?", (conversation_id,))
         total = self._decode(lambda r: Usage.from_json(loads(r[0], dict)), row.fetchone())
         totals = {**total.plus(turn.usage).to_json(), "meter": turn.meter.to_json()}

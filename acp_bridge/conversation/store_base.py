@@ -23,6 +23,7 @@ from acp_bridge.errors import (
     UnknownConversationError,
     UnknownMessageError,
 )
+from acp_bridge.sqlite_wal import WalCheckpointer
 
 __all__ = ["StoreBase"]
 
@@ -32,20 +33,32 @@ _T = TypeVar("_T")
 class StoreBase:
     """The connection of a :class:`~.store.QueueStore`, thread-safe (one lock)."""
 
-    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
-        """Use :meth:`QueueStore.open <.store.QueueStore.open>`."""
+    def __init__(self, conn: sqlite3.Connection, path: str, *, fsync: bool = False) -> None:
+        """Use :meth:`QueueStore.open <.store.QueueStore.open>`. ``fsync``: the connection
+        fsyncs every commit (``synchronous=FULL``)."""
         self._conn: sqlite3.Connection | None = conn
         self._path = path
         self._lock = threading.Lock()
         # The thread running a batch (see batch()): its calls join the batch's transaction.
         self._batch_thread: int | None = None
+        # commit_now_if_free() never waits: not for the disk (so not with an fsync per commit),
+        # nor for another process (busy timeout 0 while it tries; restored afterwards).
+        self._commits_without_waiting = not fsync
+        self._busy_timeout_ms: int = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        # Checkpoints run in a thread of their own, so no commit waits for one.
+        self._checkpointer: WalCheckpointer | None = None
+        if path != ":memory:" and not path.startswith("file:"):
+            self._checkpointer = WalCheckpointer(path)
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
 
     @property
     def path(self) -> str:
         return self._path
 
     def close(self) -> None:
-        """Close the connection. Idempotent."""
+        """Close the connection (the last one to the file checkpoints it). Idempotent."""
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -85,6 +98,7 @@ class StoreBase:
                 try:
                     yield
                     conn.execute("COMMIT")
+                    self._committed(conn)
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
@@ -111,12 +125,61 @@ class StoreBase:
                 try:
                     yield conn
                     conn.execute("COMMIT")
+                    if write:
+                        self._committed(conn)
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
                 raise QueueStoreError(f"{self._path}: could not {what}: {exc}") from exc
+
+    def commit_now_if_free(self, work: Callable[[], bool]) -> bool:
+        """Run ``work`` in one transaction at once, in this thread, if that cannot wait: True
+        once committed. False, with nothing kept, when it would have to wait (the store busy
+        in another thread, another process writing, a store that fsyncs every commit) or when
+        ``work`` returned False or a statement failed; the caller then goes the slow way
+        (:meth:`batch` in a worker thread), which waits and reports errors.
+
+        This is how async callers commit without a worker thread's round trip (about 0.2 ms
+        here, against 0.1 ms for a queue turn's statements): the commit is a write into the
+        WAL, which the operating system buffers, and checkpoints run elsewhere
+        (:class:`~acp_bridge.sqlite_wal.WalCheckpointer`). ``work`` runs its store calls, which
+        join this transaction, as in :meth:`batch`.
+        """
+        if not self._commits_without_waiting or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            conn = self._open_connection()
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error:  # busy: another process writes (or the slow way will say)
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+                return False
+            self._batch_thread = threading.get_ident()
+            committed = False
+            try:
+                if work():
+                    conn.execute("COMMIT")
+                    committed = True
+                    self._committed(conn)
+            except sqlite3.Error:
+                pass  # rolled back below; the slow way runs it again and reports the error
+            finally:
+                self._batch_thread = None
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            return committed
+        finally:
+            self._lock.release()
+
+    def _committed(self, conn: sqlite3.Connection) -> None:
+        """After each commit: count it for the background checkpoints, and go back to SQLite's
+        own checkpoints if those fell too far behind (the WAL's bound)."""
+        if self._checkpointer is not None and self._checkpointer.committed():
+            conn.execute("PRAGMA wal_autocheckpoint = 1000")
 
     def _open_connection(self) -> sqlite3.Connection:
         if self._conn is None:

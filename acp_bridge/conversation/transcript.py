@@ -70,6 +70,7 @@ class TurnRecord:
         self.seq = seq
         self.reply = ReplyText(limit)
         self.usage = TurnUsage(meter)
+        self.meter_at_start = meter
 
     def observe(self, session_id: str, update: Mapping[str, Any]) -> None:
         """One ``session/update`` of the turn (raw). Cheap for the updates it ignores."""

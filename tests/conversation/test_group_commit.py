@@ -14,6 +14,7 @@ import pytest
 from acp_bridge.conversation.group_commit import GroupCommit
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.errors import UnknownConversationError
+from tests.conversation.gates import leave_the_event_loop
 
 pytestmark = pytest.mark.anyio
 
@@ -32,14 +33,15 @@ def store(tmp_path: Path) -> Iterator[QueueStore]:
 
 
 class Gate:
-    """A store call that blocks its worker thread until opened: what is queued meanwhile must
-    wait for the next batch."""
+    """A store call that blocks its worker thread until opened (refused on the loop's thread:
+    see gates.py): what is queued meanwhile must wait for the next batch."""
 
     def __init__(self) -> None:
         self.entered = threading.Event()
         self.opened = threading.Event()
 
     def call(self) -> str:
+        leave_the_event_loop()
         self.entered.set()
         self.opened.wait(timeout=30)
         return "gate"

@@ -29,6 +29,7 @@ from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.session.driver import TurnPolicy
 from acp_bridge.session.turn import TurnTimings
+from tests.conversation.gates import leave_the_event_loop
 
 pytestmark = pytest.mark.anyio
 
@@ -194,15 +195,18 @@ async def test_stop_now_cuts_the_wait_and_still_records_the_turn_cancelled(
 
 
 class GatedSends(QueueStore):
-    """A store whose next add_message blocks in its worker thread until released: the window
-    between a send's commit and its step in the queue machine, held open."""
+    """A store whose next add_message blocks in its worker thread until released (refused on
+    the loop's thread: see gates.py): the window between a send's commit and its step in the
+    queue machine, held open."""
 
     gate: threading.Event | None = None
     entered: threading.Event | None = None
 
     def add_message(self, *args: Any, **kwargs: Any) -> Any:
-        record = super().add_message(*args, **kwargs)
         gate, entered = self.gate, self.entered
+        if gate is not None and entered is not None:
+            leave_the_event_loop()
+        record = super().add_message(*args, **kwargs)
         if gate is not None and entered is not None:
             entered.set()
             gate.wait(timeout=30)
@@ -239,15 +243,18 @@ async def test_a_stop_while_a_send_commits_comes_after_it_and_store_and_queue_ag
 
 
 class GatedStart(QueueStore):
-    """A store whose commit of message 2's start blocks in its worker thread until released:
+    """A store whose commit of message 2's start blocks in its worker thread until released
+    (refused on the loop's thread: see gates.py):
     a stop can then be made to wait for the conversation while it is starting message 2."""
 
     gate: threading.Event | None = None
     entered: threading.Event | None = None
 
     def mark_running(self, conversation_id: str, seq: int, **kwargs: Any) -> bool:
-        started = super().mark_running(conversation_id, seq, **kwargs)
         gate, entered = self.gate, self.entered
+        if seq == 2 and gate is not None and entered is not None:
+            leave_the_event_loop()
+        started = super().mark_running(conversation_id, seq, **kwargs)
         if seq == 2 and gate is not None and entered is not None:
             entered.set()
             gate.wait(timeout=30)
