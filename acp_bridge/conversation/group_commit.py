@@ -59,7 +59,7 @@ class PendingCall(Generic[_T]):
         # Until it runs: a batch cut short (the worker thread raised) leaves this error.
         self._error: BaseException | None = RuntimeError("the store call was never run")
         self.settled = False
-        self._wake = anyio.Event()
+        self._wake: anyio.Event | None = None  # made when its caller waits
 
     def execute(self) -> None:
         """Run the call (in the worker thread); keep its value or its error."""
@@ -75,35 +75,39 @@ class PendingCall(Generic[_T]):
 
     def settle(self) -> None:
         self.settled = True
-        self._wake.set()
+        self.take_the_lead()
 
     def take_the_lead(self) -> None:
-        self._wake.set()
+        if self._wake is not None:
+            self._wake.set()
 
     async def result(self) -> _T:
         """The call's value once committed, or its error raised here."""
         owner = self._owner
-        with anyio.CancelScope(shield=True):
-            while not self.settled:
-                if not owner.committing:
-                    await owner.commit_queued()
-                    continue
-                await self._wake.wait()
-                self._wake = anyio.Event()
+        if not self.settled and not owner.committing:
+            owner.commit_now()  # the common case: no wait, so nothing to shield
+        if not self.settled:
+            with anyio.CancelScope(shield=True):
+                while not self.settled:
+                    if not owner.committing:
+                        await owner.commit_queued()
+                        continue
+                    self._wake = anyio.Event()
+                    await self._wake.wait()
         if self._error is not None:
             raise self._error
         return self._value  # type: ignore[return-value]  # settled without error: set
 
 
 class GroupCommit:
-    """Queued store calls of one store, committed in batches by a worker thread."""
+    """Queued store calls of one store, committed in batches."""
 
     def __init__(self, store: StoreBase) -> None:
         self._store = store
         self._queued: deque[PendingCall[Any]] = deque()
         self.committing = False
         self.batches = 0
-        """How many worker-thread trips committed the calls so far (for benchmarks)."""
+        """How many commits (on the loop's thread or a worker's) the calls took so far."""
 
     def submit(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> PendingCall[_T]:
         """Queue ``method(*args, **kwargs)`` without waiting; await :meth:`PendingCall.result`
@@ -116,17 +120,26 @@ class GroupCommit:
         """Run ``method(*args, **kwargs)`` in a committed batch and return its result."""
         return await self.submit(method, *args, **kwargs).result()
 
+    def commit_now(self) -> bool:
+        """Commit every queued call at once, in this thread, if the store can without waiting
+        (see :meth:`~.store_base.StoreBase.commit_now_if_free`); False leaves them queued."""
+        calls = list(self._queued)
+        if not self._store.commit_now_if_free(partial(self._run_all_or_nothing, calls)):
+            return False
+        self._queued.clear()  # no one could queue more meanwhile: nothing awaited
+        self.batches += 1
+        for call in calls:
+            call.settle()
+        return True
+
     async def commit_queued(self) -> None:
         """Commit every queued call: at once in this thread when the store can commit without
         waiting, else in one worker-thread trip; then wake the callers queued meanwhile, so one
         of them commits the next batch."""
+        if self.commit_now():
+            return
         calls = list(self._queued)
         self._queued.clear()
-        if self._store.commit_now_if_free(partial(self._run_all_or_nothing, calls)):
-            self.batches += 1
-            for call in calls:
-                call.settle()
-            return
         self.committing = True
         try:
             await anyio.to_thread.run_sync(self._run_batch, calls)
