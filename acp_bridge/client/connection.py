@@ -26,6 +26,7 @@ from acp_bridge.wire.acp import (
     ListSessionsResponse,
     LoadSessionResponse,
     NewSessionResponse,
+    PromptAnswer,
     PromptResponse,
     ResumeSessionResponse,
     SetSessionConfigOptionResponse,
@@ -42,6 +43,7 @@ from acp_bridge.wire.initialize import (
 __all__ = ["AgentConnection"]
 
 _Model = TypeVar("_Model", bound=WireModel)
+_T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 
@@ -200,17 +202,17 @@ class AgentConnection:
         self,
         session_id: str,
         blocks: Sequence[dict[str, Any]],
-        on_settled: Callable[[Callable[[], PromptResponse]], None],
+        on_settled: Callable[[Callable[[], PromptAnswer]], None],
     ) -> None:
         """``session/prompt`` without a waiting task: ``on_settled(outcome)`` runs in the reader
         the moment the answer is read (updates sent after it are never part of the turn);
-        ``outcome()`` returns the parsed response or raises (see
-        :meth:`JsonRpcPeer.start_request`)."""
+        ``outcome()`` returns the answer (its stop reason checked, the rest validated on first
+        use: see :class:`PromptAnswer`) or raises (see :meth:`JsonRpcPeer.start_request`)."""
 
         def settled(outcome: Callable[[], Any]) -> None:
-            def parsed() -> PromptResponse:
+            def parsed() -> PromptAnswer:
                 try:
-                    return self._parse(PromptResponse, outcome(), "session/prompt")
+                    return self._read(PromptAnswer.read, outcome(), "session/prompt")
                 except RpcError as exc:
                     # e.g. a token that expired mid-conversation: no retry can fix this turn
                     if exc.code == ErrorCode.AUTH_REQUIRED:
@@ -275,8 +277,11 @@ class AgentConnection:
         )
 
     def _parse(self, model: type[_Model], raw: Any, method: str) -> _Model:
+        return self._read(model.parse, raw, method)
+
+    def _read(self, read: Callable[[Any], _T], raw: Any, method: str) -> _T:
         try:
-            return model.parse(raw)
+            return read(raw)
         except ValueError as exc:
             raise RemoteProtocolError(f"{self.name} sent a malformed {method} result") from exc
 

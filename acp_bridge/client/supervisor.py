@@ -70,7 +70,7 @@ from acp_bridge.errors import (
 from acp_bridge.process.policy import ExitRecord, format_exit_history
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.rpc.peer import JsonRpcPeer
-from acp_bridge.wire.acp import PromptResponse, SessionInfo
+from acp_bridge.wire.acp import PromptAnswer, SessionInfo
 
 __all__ = ["SupervisedAgent", "open_supervised_agent"]
 
@@ -323,9 +323,9 @@ class SupervisedAgent:
         connection = await self.wait_ready()
         generation = self._lifecycle.generation
 
-        def settled(outcome: Callable[[], PromptResponse]) -> None:
+        def settled(outcome: Callable[[], PromptAnswer]) -> None:
             try:
-                response = outcome()
+                answer = outcome()
             except (ConnectionClosedError, ResourceClosedError):
                 # The process ended: the exit report fails the turn, saying how the agent
                 # ended and whether the session is being restored.
@@ -335,7 +335,7 @@ class SupervisedAgent:
                     self.auth_failure = exc
                 turn.fail_now(exc)
                 return
-            turn.finish_now(response)
+            turn.finish_now(answer)
 
         try:
             await connection.start_prompt(session.id, blocks, settled)

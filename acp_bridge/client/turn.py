@@ -36,7 +36,7 @@ from acp_bridge.client.turn_machine import (
     TurnTimings,
 )
 from acp_bridge.errors import AgentExitedError, AuthRequiredError
-from acp_bridge.wire.acp import PromptResponse
+from acp_bridge.wire.acp import PromptAnswer, PromptResponse
 
 __all__ = ["Turn"]
 
@@ -56,7 +56,7 @@ class Turn:
         self._tail: list[TurnEvent] = []
         self._tool_calls = ToolCallTracker()
         self._ended = anyio.Event()
-        self._response: PromptResponse | None = None
+        self._answer: PromptAnswer | None = None
         self._failure: BaseException | None = None
         started_at = anyio.current_time()
         self._started_at = started_at
@@ -102,7 +102,7 @@ class Turn:
     @property
     def is_done(self) -> bool:
         """The agent's side of the turn ended (answered, failed, or the agent is gone)."""
-        return self._response is not None or self._failure is not None
+        return self._answer is not None or self._failure is not None
 
     @property
     def is_closed(self) -> bool:
@@ -112,12 +112,13 @@ class Turn:
 
     @property
     def stop_reason(self) -> str | None:
-        return str(self._response.stop_reason) if self._response is not None else None
+        return self._answer.stop_reason if self._answer is not None else None
 
     @property
     def response(self) -> PromptResponse | None:
-        """The agent's answer once the turn ended with one (None while running, or failed)."""
-        return self._response
+        """The agent's answer once the turn ended with one (None while running, or failed);
+        validated on first use (see :class:`~acp_bridge.wire.acp.PromptAnswer`)."""
+        return self._answer.response if self._answer is not None else None
 
     async def wait(self) -> PromptResponse:
         """The prompt response, once the turn ended; unread events are discarded.
@@ -129,8 +130,8 @@ class Turn:
         await self.wait_quietly()
         if self._failure is not None:
             raise self._failure
-        assert self._response is not None
-        return self._response
+        assert self._answer is not None
+        return self._answer.response
 
     async def wait_quietly(self) -> None:
         """Wait for the end, discarding unread events; the outcome stays for :meth:`wait`.
@@ -149,7 +150,7 @@ class Turn:
         """Hand one update of this turn to the caller (waits while the buffer is full)."""
         # The agent's side ended once an outcome is recorded (read without the Event's two
         # calls: this runs once per update).
-        ended = self._response is not None or self._failure is not None
+        ended = self._answer is not None or self._failure is not None
         if ended or not self._tool_calls.observe(raw_update):
             log.debug("dropped an update after its turn or tool call closed")
             return
@@ -165,24 +166,24 @@ class Turn:
         return frozenset(self._message_ids)
 
     async def deliver_permission(self, decision: PermissionDecided) -> None:
-        if self._response is None and self._failure is None:
+        if self._answer is None and self._failure is None:
             await self._emit(decision)
 
-    def finish_now(self, response: PromptResponse) -> None:
+    def finish_now(self, answer: PromptAnswer) -> None:
         """The agent answered the prompt. A ``cancelled`` answer, or any answer to a cancel,
         closes the open tool calls. Ignored once the turn ended."""
-        if self._response is not None or self._failure is not None:
+        if self._answer is not None or self._failure is not None:
             return
-        self._response = response
-        if self.machine.cancel_reason is not None or response.is_cancelled():
+        self._answer = answer
+        if self.machine.cancel_reason is not None or answer.is_cancelled():
             self._tail.extend(self.close_tool_calls("the turn was cancelled"))
         self._end()
-        self.machine.handle(PromptAnswered(str(response.stop_reason)))
+        self.machine.handle(PromptAnswered(answer.stop_reason))
 
     def fail_now(self, failure: BaseException) -> None:
         """The turn ended without an answer; open tool calls are closed as failed. Ignored
         once the turn ended."""
-        if self._response is not None or self._failure is not None:
+        if self._answer is not None or self._failure is not None:
             return
         self._failure = failure
         self._tail.extend(self.close_tool_calls(str(failure)))

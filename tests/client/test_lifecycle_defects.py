@@ -27,7 +27,7 @@ from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
 from acp_bridge.session.turn import TurnTimings
-from acp_bridge.wire.acp import PromptResponse
+from acp_bridge.wire.acp import PromptAnswer
 
 pytestmark = pytest.mark.anyio
 
@@ -136,7 +136,7 @@ async def test_leaving_a_prompt_early_on_a_stubborn_agent_quarantines_it(tmp_pat
 
 async def test_a_turn_ends_once_whichever_of_answer_and_failure_comes_first() -> None:
     answered = Turn("s1", timings=TurnTimings())
-    answered.finish_now(PromptResponse.parse({"stopReason": "end_turn"}))
+    answered.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
     answered.fail_now(AgentExitedError("late failure", recoverable=True))
     assert (await answered.wait()).stop_reason == "end_turn"
     assert answered.machine.outcome is not None
@@ -145,7 +145,7 @@ async def test_a_turn_ends_once_whichever_of_answer_and_failure_comes_first() ->
 
     failed = Turn("s2", timings=TurnTimings())
     failed.fail_now(AgentExitedError("it died", recoverable=True))
-    failed.finish_now(PromptResponse.parse({"stopReason": "end_turn"}))
+    failed.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
     with pytest.raises(AgentExitedError, match="it died"):
         await failed.wait()
     assert failed.stop_reason is None  # the late answer was not recorded beside the failure

@@ -18,6 +18,7 @@ from acp_bridge.wire.acp import (
     McpServerStdio,
     NewSessionRequest,
     NewSessionResponse,
+    PromptAnswer,
     PromptRequest,
     PromptResponse,
     ResumeSessionResponse,
@@ -549,6 +550,40 @@ def test_prompt_usage_is_read_and_a_malformed_one_is_ignored() -> None:
     assert parsed.dump()["usage"] == usage
     assert PromptResponse.parse({"stopReason": "end_turn", "usage": {"total": 1}}).usage is None
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    stop_reason=st.text(max_size=20),
+    others=st.dictionaries(st.text(max_size=12), json_values, max_size=5),
+)
+def test_a_prompt_answer_with_a_string_stop_reason_always_validates_later(
+    stop_reason: str, others: dict[str, Any]
+) -> None:
+    """PromptAnswer defers the model to first use only because a result whose stopReason is a
+    string cannot fail validation (usage and _meta salvage, unknown keys are kept): checked
+    here against the model itself, with any other keys and values."""
+    raw = {**others, "stopReason": stop_reason}
+    answer = PromptAnswer.read(raw)
+    assert answer.stop_reason == stop_reason
+    assert answer.is_cancelled() == (stop_reason == "cancelled")
+    assert answer.response == PromptResponse.parse(raw)
+    assert answer.response is answer.response  # built once
+
+
+@pytest.mark.parametrize(
+    "raw", [None, [], "end_turn", {}, {"stopReason": None}, {"stopReason": 3}, {"stop_reason": "x"}]
+)
+def test_a_prompt_answer_without_a_string_stop_reason_is_refused_at_once(raw: Any) -> None:
+    with pytest.raises(ValidationError):
+        PromptAnswer.read(raw)
+
+
+def test_a_prompt_answer_of_a_parsed_response_keeps_it() -> None:
+    response = PromptResponse.parse({"stopReason": "cancelled"})
+    answer = PromptAnswer.of(response)
+    assert answer.response is response
+    assert answer.stop_reason == "cancelled" and answer.is_cancelled()
 
 # --- agent -> client methods ---------------------------------------------------------------------
 
