@@ -18,6 +18,11 @@ commit survives is the store's :data:`Durability`, chosen at :meth:`QueueStore.o
 
 ``BEGIN IMMEDIATE`` plus ``busy_timeout`` lets several processes share a file safely.
 
+Checkpoints (copying the WAL back into the file, where ``synchronous=NORMAL`` fsyncs) run in a
+thread and a connection of their own (:class:`~acp_bridge.sqlite_wal.WalCheckpointer`), so no
+commit waits for one; that is also what lets an async caller commit on its event loop's thread
+when nothing would make it wait (:meth:`~.store_base.StoreBase.commit_now_if_free`).
+
 The queue. A message's ``seq`` is its creation order (1, 2, 3, ... per conversation, dense).
 Its ``position`` is its place in the queue: a normal send goes after every message ever queued;
 ``next=True`` (an interrupt, or a retry the user wants now) goes ahead of every queued message,
