@@ -163,6 +163,8 @@ def step_cancel(plan: Plan, s: Samples) -> None:
             for side, stamps in (
                 ("ours", bench_turns.cancel_ours("asyncio", plan.cancels, workdir)),
                 ("sdk", bench_turns.cancel_sdk(plan.cancels, workdir)),
+                # Like for like: idle as long as our settle window before each prompt.
+                ("sdk_idle", bench_turns.cancel_sdk(plan.cancels, workdir, bench_turns.SETTLE_S)),
             ):
                 for st in stamps:
                     s.add(f"cancel.{side}_total_ms", (st.returned - st.requested) * 1000)

@@ -835,6 +835,18 @@ def build_rows(samples: Samples, backends: tuple[str, ...], messages: int) -> li
             ["" for _ in backends],
             f"{med('coop-sdk-paused-total') * ms:.2f} / {med('coop-sdk-paused-after') * ms:.2f}",
         )
+        plain = med("coop-sdk-total")
+        paused = med("coop-sdk-paused-total")
+        row(
+            "… ours / the SDK; ours / the SDK idle like for like",
+            [
+                f"{med(f'coop-{b}-total') / plain:.2f}x; {med(f'coop-{b}-total') / paused:.2f}x"
+                for b in backends
+            ],
+            "",
+            "no slower than the SDK (#7)",
+            _verdict(all(med(f"coop-{b}-total") <= plain for b in backends)),
+        )
     after_ok = all(med(f"coop-{b}-after") <= CANCEL_BUDGET_S for b in backends)
     row(
         "… the bridge: the agent's answer read -> the caller sees cancelled (ms)",
