@@ -228,8 +228,11 @@ class Turn:
         return events
 
     def close(self) -> None:
-        """Release the event buffer: the caller reads no more events of this turn."""
+        """Release the event buffer: the caller reads no more events of this turn. Both ends
+        close: a turn whose agent side never ended (its process's exit report cut off by a
+        teardown) leaves no open stream behind; a late update or answer still lands quietly."""
         self._receive.close()
+        self._send.close()
 
     def discard(self) -> None:
         """Release everything of a turn that never started."""
