@@ -27,47 +27,31 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from acp_bridge.client.condition import Condition
 from acp_bridge.client.connection import AgentConnection
-from acp_bridge.client.events import (
-    AgentExited,
-    AgentGaveUp,
-    AgentRestarting,
-    EventHub,
-    LifecycleEvent,
-)
-from acp_bridge.client.exit_report import history_lines, startup_failure, turn_failure
-from acp_bridge.client.generation import Generation
+from acp_bridge.client.events import EventHub, LifecycleEvent
 from acp_bridge.client.handlers import ClientHandlers
 from acp_bridge.client.lifecycle import (
     AgentLifecycle,
     AgentPhase,
-    DelayElapsed,
-    FailFirstStart,
     GenerationEnding,
-    GenerationExited,
     GenerationReady,
-    GiveUpNow,
     LifecycleAction,
     LifecycleInput,
-    ReportExit,
     ReviveRequested,
     ShutdownRequested,
-    StartAfter,
-    StartGeneration,
 )
+from acp_bridge.client.lifetime import AgentLifetime
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.session import Session
+from acp_bridge.client.session_registry import SessionRegistry
 from acp_bridge.client.turn import Turn
 from acp_bridge.errors import (
     AgentExitedError,
-    AgentStartupError,
     AuthRequiredError,
     BridgeError,
     ConnectionClosedError,
     ResourceClosedError,
-    RestartLimitError,
-    RpcError,
 )
-from acp_bridge.process.policy import ExitRecord, format_exit_history
+from acp_bridge.process.policy import ExitRecord
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.rpc.peer import JsonRpcPeer
 from acp_bridge.wire.acp import PromptAnswer, SessionInfo
@@ -82,9 +66,10 @@ _T = TypeVar("_T")
 class SupervisedAgent:
     """An ACP agent kept alive across crashes. Use :func:`open_supervised_agent`.
 
-    Its lifecycle is an :class:`~acp_bridge.client.lifecycle.AgentLifecycle`: this class only
-    performs the machine's actions and wakes waiters through one :class:`Condition` after
-    every transition.
+    Its lifecycle is an :class:`~acp_bridge.client.lifecycle.AgentLifecycle`: this class feeds
+    the machine and wakes waiters through one :class:`Condition` after every transition; its
+    :class:`AgentLifetime` runs the generations and performs each exit's actions, and its
+    :class:`SessionRegistry` opens and keeps the sessions.
     """
 
     def __init__(self, spec: AgentSpec, options: ClientOptions, task_group: TaskGroup) -> None:
@@ -93,20 +78,15 @@ class SupervisedAgent:
         self.options = options
         self._task_group = task_group
         self._handlers = ClientHandlers(self.name, options, self.session)
-        self._started_process: Process | None = None  # spawned early, for generation 1
-        self._sessions: dict[str, Session] = {}
+        self._sessions = SessionRegistry(self, lambda: self._connection)
         self._lifecycle = AgentLifecycle()
         self._changed = Condition()
         self._connection: AgentConnection | None = None
-        self._current: Generation | None = None
-        self._gave_up: RestartLimitError | None = None
-        self._start_failure: AgentStartupError | None = None
+        self._lifetime = AgentLifetime(
+            self, self._lifecycle, self._handle, self._changed, self._fail_turns
+        )
         self.auth_failure: AuthRequiredError | None = None
         """The last turn the agent refused for want of authentication (it pauses the queue)."""
-        self._exit_errors: dict[int, AgentExitedError] = {}
-        self._started: TaskStatus[None] | None = None
-        self._restart_delays: dict[int, tuple[int, float]] = {}
-        self._lifetime = anyio.Lock()  # one generation loop at a time (a revive waits its turn)
         self._events = EventHub(agent_name=self.name)
 
     def __repr__(self) -> str:
@@ -127,7 +107,7 @@ class SupervisedAgent:
 
     @property
     def pid(self) -> int | None:
-        return self._current.pid if self._current is not None else None
+        return self._lifetime.pid
 
     @property
     def handlers(self) -> ClientHandlers:
@@ -144,7 +124,7 @@ class SupervisedAgent:
 
     @property
     def sessions(self) -> list[Session]:
-        return list(self._sessions.values())
+        return self._sessions.all
 
     @property
     def connection(self) -> AgentConnection:
@@ -170,10 +150,10 @@ class SupervisedAgent:
                 assert self._connection is not None
                 return self._connection
             if state is AgentPhase.GAVE_UP:
-                assert self._gave_up is not None
-                raise self._gave_up
+                assert self._lifetime.gave_up is not None
+                raise self._lifetime.gave_up
             if state is AgentPhase.CLOSED:
-                raise self._start_failure or ResourceClosedError(f"{self.name} was closed")
+                raise self._lifetime.start_failure or ResourceClosedError(f"{self.name} was closed")
             await self._changed.wait()
 
     async def call(self, method: Callable[..., Awaitable[_T]], *args: Any) -> _T:
@@ -190,21 +170,8 @@ class SupervisedAgent:
             raise await self.exit_failure(generation) from exc
 
     async def exit_failure(self, generation: int) -> BaseException:
-        """The error describing how process ``generation`` ended, once that is known (bounded:
-        the exit report of a process that is being killed comes within the kill's bound)."""
-        bound = self.options.exit_report_timeout_s + self.options.shutdown.kill_wait_s + 1.0
-        with anyio.move_on_after(bound):
-            while (
-                generation not in self._exit_errors
-                and self._lifecycle.state is not AgentPhase.CLOSED
-            ):
-                await self._changed.wait()
-        failure = self._exit_errors.get(generation)
-        if failure is not None:
-            return failure
-        if self._lifecycle.state is AgentPhase.CLOSED:
-            return ResourceClosedError(f"{self.name} was closed")
-        return AgentExitedError(f"{self.name} stopped answering", recoverable=True)
+        """How process ``generation`` ended, as an error (see ``AgentLifetime.exit_failure``)."""
+        return await self._lifetime.exit_failure(generation)
 
     def subscribe(self) -> MemoryObjectReceiveStream[LifecycleEvent]:
         """A stream of lifecycle events from now on."""
@@ -231,13 +198,7 @@ class SupervisedAgent:
         mcp_servers: Sequence[dict[str, Any]] = (),
         additional_directories: Sequence[Path] = (),
     ) -> Session:
-        response = await self.call(
-            AgentConnection.new_session, cwd, mcp_servers, additional_directories
-        )
-        session = Session(self, response.session_id, cwd, mcp_servers, additional_directories)
-        session.offer(response.modes, response.config_options)
-        self._sessions[session.id] = session
-        return session
+        return await self._sessions.new(cwd, mcp_servers, additional_directories)
 
     async def list_sessions(self, cwd: Path | None = None) -> list[SessionInfo]:
         """Every session the agent knows (all pages), optionally only those in ``cwd``.
@@ -245,14 +206,7 @@ class SupervisedAgent:
         Raises:
             LocalProtocolError: the agent does not support ``session/list``.
         """
-        sessions: list[SessionInfo] = []
-        cursor: str | None = None
-        while True:
-            page = await self.call(AgentConnection.list_sessions, cwd, cursor)
-            sessions.extend(page.sessions)
-            cursor = page.next_cursor
-            if not cursor:
-                return sessions
+        return await self._sessions.listed(cwd)
 
     async def load_session(
         self,
@@ -262,20 +216,7 @@ class SupervisedAgent:
         additional_directories: Sequence[Path] = (),
     ) -> Session:
         """Open an existing session; its replayed past is in ``Session.history``."""
-        session = Session(self, session_id, cwd, mcp_servers, additional_directories)
-        session.replay = []
-        self._sessions[session_id] = session
-        try:
-            response = await self.call(
-                AgentConnection.load_session, session_id, cwd, mcp_servers, additional_directories
-            )
-            session.offer(response.modes, response.config_options)
-        except BaseException:
-            del self._sessions[session_id]
-            raise
-        finally:
-            session.history, session.replay = session.replay or [], None
-        return session
+        return await self._sessions.load(session_id, cwd, mcp_servers, additional_directories)
 
     async def resume_session(
         self,
@@ -285,32 +226,17 @@ class SupervisedAgent:
         additional_directories: Sequence[Path] = (),
     ) -> Session:
         """Reattach to an existing session without a replay."""
-        response = await self.call(
-            AgentConnection.resume_session, session_id, cwd, mcp_servers, additional_directories
-        )
-        session = Session(self, session_id, cwd, mcp_servers, additional_directories)
-        session.offer(response.modes, response.config_options)
-        self._sessions[session_id] = session
-        return session
+        return await self._sessions.resume(session_id, cwd, mcp_servers, additional_directories)
 
     def session(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)
 
     def rename_session(self, session: Session, new_id: str) -> None:
         """A restore had to open a new session: re-key it (the Session object stays)."""
-        self._sessions.pop(session.id, None)
-        session.id = new_id
-        self._sessions[new_id] = session
+        self._sessions.rename(session, new_id)
 
     async def close_session(self, session: Session) -> None:
-        session.closed = True
-        self._sessions.pop(session.id, None)
-        connection = self._connection
-        if connection is not None and connection.capabilities.supports_close():
-            try:
-                await connection.close_session(session.id)
-            except (RpcError, ConnectionClosedError, ResourceClosedError) as exc:
-                log.info("%s: session/close for %s failed: %s", self.name, session.id, exc)
+        await self._sessions.close(session)
 
     # -- turns ----------------------------------------------------------------------------------
 
@@ -356,8 +282,8 @@ class SupervisedAgent:
 
     async def quarantine(self, reason: str) -> None:
         """Kill the current process tree and go through the restart path (and its policy)."""
-        if self._current is not None:
-            self._current.quarantine(reason)
+        if self._lifetime.current is not None:
+            self._lifetime.current.quarantine(reason)
         await anyio.lowlevel.checkpoint()
 
     def stop_restarting(self) -> None:
@@ -370,18 +296,15 @@ class SupervisedAgent:
         """SIGKILL the current process tree at once, with no grace, and start nothing again
         (a second signal: stop now)."""
         self.stop_restarting()
-        if self._current is not None:
-            self._current.kill_now()
+        if self._lifetime.current is not None:
+            self._lifetime.current.kill_now()
 
     async def revive(self) -> None:
         """After a give-up: start a fresh agent (new restart budget) and restore the sessions.
 
         Returns at once; calls wait for the new process as they would through a restart.
         """
-        actions = self._handle(ReviveRequested())
-        for action in actions:
-            if isinstance(action, StartGeneration):
-                self._task_group.start_soon(self._run_lifetime, action)
+        self._lifetime.start_revived(self._handle(ReviveRequested()), self._task_group)
         await anyio.lowlevel.checkpoint()
 
     # -- the lifecycle machine and what performs it ------------------------------------------
@@ -397,36 +320,14 @@ class SupervisedAgent:
         Raises:
             SpawnError, AgentStartupError: the very first start failed.
         """
-        self._started = task_status
-        await self._run_lifetime(StartGeneration(1, restoring=False))
-        if self._start_failure is not None:
-            raise self._start_failure
+        await self._lifetime.run_first(task_status)
 
-    async def _run_lifetime(self, first: StartGeneration) -> None:
-        """Generations one after another, as the machine decides, until it stops starting them."""
-        async with self._lifetime:  # a revive waits for the last loop to reap its process
-            start: StartGeneration | None = first
-            while start is not None:
-                adopted, self._started_process = self._started_process, None
-                generation = Generation(self, start.number, start.restoring, adopted)
-                self._current = generation
-                await generation.run()
-                start = await self._after_exit(start.number)
-
-    async def _after_exit(self, number: int) -> StartGeneration | None:
-        report = self._lifecycle.exits.get(number)
-        if report is None or not report.will_restart:
-            return None
-        delay = self._restart_delays.pop(number, None)
-        if delay is None:
-            return None
-        attempt, delay_s = delay
-        self.emit(AgentRestarting(self.name, attempt, delay_s))
-        await anyio.sleep(delay_s)
-        for action in self._handle(DelayElapsed(number)):
-            if isinstance(action, StartGeneration):
-                return action
-        return None
+    def _fail_turns(self, failure: BaseException) -> None:
+        """End every turn still waiting on the agent (a turn that already ended ignores it)."""
+        for session in self._sessions.all:
+            turn = session.current_turn
+            if turn is not None and not turn.is_done:
+                turn.fail_now(failure)
 
     # -- called by the running generation (GenerationHost) -----------------------------------
 
@@ -443,9 +344,7 @@ class SupervisedAgent:
         """Generation ``number`` initialized and restored every session: the agent is ready."""
         self._connection = connection
         self._handle(GenerationReady(number))
-        if self._started is not None:
-            started, self._started = self._started, None
-            started.started()
+        self._lifetime.ready()
 
     def generation_ending(self, number: int) -> None:
         """The process is going away: calls wait for the next one (the "needs restart" state)."""
@@ -454,57 +353,14 @@ class SupervisedAgent:
 
     async def generation_exited(self, number: int, record: ExitRecord, pid: int) -> None:
         """Decide, report, and fail the turns in flight, while the tree is still being reaped."""
-        decision = self.options.restart.decide(
-            [*self._lifecycle.history, record], anyio.current_time(), name=self.name
-        )
-        for action in self._handle(GenerationExited(number, record, decision)):
-            if isinstance(action, ReportExit):
-                await self._report_exit(action, pid)
-            elif isinstance(action, StartAfter):
-                self._restart_delays[number] = (action.attempt, action.delay_s)
-            elif isinstance(action, GiveUpNow):
-                reason, history = action.decision.reason, action.decision.history
-                self._gave_up = RestartLimitError(
-                    f"{reason}\n{format_exit_history(history)}", history=list(history)
-                )
-                self.emit(AgentGaveUp(self.name, reason, history_lines(history)))
-            elif isinstance(action, FailFirstStart):
-                self._start_failure = AgentStartupError(startup_failure(self.name, action.record))
+        await self._lifetime.exited(number, record, pid)
         await self._handlers.end_generation(number)
-
-    async def _report_exit(self, report: ReportExit, pid: int) -> None:
-        record = report.record
-        self.emit(
-            AgentExited(
-                self.name,
-                pid,
-                record.returncode,
-                record.signal,
-                record.reason,
-                record.stderr_tail,
-                report.will_restart,
-            )
-        )
-        failure = turn_failure(self.name, record, report.will_restart, pid)
-        self._exit_errors[report.number] = failure
-        self._exit_errors.pop(report.number - 8, None)
-        self._changed.notify_all()
-        # Also while closing: a turn still waiting on this process must end now (a turn that
-        # already ended ignores it).
-        for session in list(self._sessions.values()):
-            turn = session.current_turn
-            if turn is not None and not turn.is_done:
-                turn.fail_now(failure)
 
     # -- shutdown -----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
         self._handle(ShutdownRequested())
-        closed = ResourceClosedError(f"{self.name} was closed during the turn")
-        for session in list(self._sessions.values()):
-            turn = session.current_turn
-            if turn is not None and not turn.is_done:
-                turn.fail_now(closed)
+        self._fail_turns(ResourceClosedError(f"{self.name} was closed during the turn"))
         self._events.close()
         await anyio.lowlevel.checkpoint()
 
@@ -529,7 +385,7 @@ async def open_supervised_agent(
     try:
         async with anyio.create_task_group() as tg:
             agent = SupervisedAgent(spec, options, tg)
-            agent._started_process = started
+            agent._lifetime.adopted = started
             await agent._handlers.start(tg)
             await tg.start(agent.run)
             try:
