@@ -4,7 +4,9 @@ The pieces: the :class:`QueueStore` (every message is committed before ``send`` 
 pure :class:`QueueMachine` (which message goes next and how each one ends), a
 :class:`TurnDriver` (the turn itself, with the cancel grace window) and a
 :class:`SupervisedAgent` (restarts that keep the session). This module performs what the
-machine decides and reports back what happened; it holds no queue logic of its own.
+machine decides and reports back what happened; it holds no queue logic of its own. The turns
+run in :mod:`.turns`, a task each; :mod:`.boundaries` commits and publishes their starts and
+ends (with the reply and usage each turn leaves; :attr:`Conversation.usage` is the total).
 
 Open one with :func:`acp_bridge.conversation.opening.open_conversation`.
 
@@ -13,19 +15,12 @@ CLI's ``--json`` contract); :mod:`.fanout` says what happens to a slow subscribe
 boundaries and lifecycle events are also written to the store's event log; the high-rate
 ``update`` events are not.
 
-What each turn leaves for the transcript (the agent's reply text, bounded) and what it spent
-(see :mod:`.usage`: tokens from the prompt response, cost by growth of the session's
-cumulative cost) are stored with the message's final state, in the same commit, so they are
-counted once; ``turn_ended`` and ``turn_failed`` carry the turn's ``usage``, and
-:attr:`Conversation.usage` is the conversation's total.
-
 Permission decisions and closed tool calls are logged too (resuming checks the tool calls the
 history used), in batches (see :mod:`.turn_events`).
 
-Commits. Store calls go through a :class:`~.group_commit.GroupCommit`. When a turn ends and the
-next message can start at once (the agent is ready, its prompt is at hand), the message's final
-state and the next one's start are one commit. A send's commit and its queue step are one step
-(under the conversation's lock), so a turn's end never falls between them.
+Commits. Store calls go through a :class:`~.group_commit.GroupCommit` (a turn's end and the
+next start can share one commit: see :mod:`.turns`). A send's commit and its queue step are one
+step (under the conversation's lock), so a turn's end never falls between them.
 
 Stopping. :meth:`Conversation.shutdown` (run when :func:`open_conversation` exits, however it
 exits) closes the queue, cancels the running turn, and waits, at most :attr:`stop_bound_s`, for
@@ -42,7 +37,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Final, TypeVar
 
 import anyio
@@ -52,20 +46,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from acp_bridge.client.events import LifecycleEvent
 from acp_bridge.client.session import Session, to_blocks
 from acp_bridge.client.supervisor import SupervisedAgent
+from acp_bridge.conversation.boundaries import TurnBoundaries
 from acp_bridge.conversation.fanout import ConversationEvent, EventFanout
-from acp_bridge.conversation.group_commit import GroupCommit, PendingCall
-from acp_bridge.conversation.journal import (
-    LOG_BATCH,
-    FinalEvent,
-    TurnJournal,
-    answered_usage,
-    final_event,
-)
+from acp_bridge.conversation.group_commit import GroupCommit
+from acp_bridge.conversation.journal import LOG_BATCH, TurnJournal
 from acp_bridge.conversation.publishing import EventPublisher
 from acp_bridge.conversation.queue import QueueMachine
 from acp_bridge.conversation.queue_model import (
     Action,
-    Answered,
     CancelTurn,
     Failed,
     Idle,
@@ -74,10 +62,11 @@ from acp_bridge.conversation.queue_model import (
     ReviveAgent,
     StartTurn,
 )
-from acp_bridge.conversation.store import ConversationRecord, FinishedTurn, LogEntry, QueueStore
+from acp_bridge.conversation.store import ConversationRecord, LogEntry, QueueStore
 from acp_bridge.conversation.turn_events import TurnEvents
+from acp_bridge.conversation.turns import TurnRunner
 from acp_bridge.conversation.usage import Usage
-from acp_bridge.errors import AgentError, BridgeError, ResourceClosedError
+from acp_bridge.errors import ResourceClosedError
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
 
 __all__ = ["LOG_BATCH", "STOP_NOW_WAIT_S", "Conversation", "ConversationEvent"]
@@ -85,7 +74,6 @@ __all__ = ["LOG_BATCH", "STOP_NOW_WAIT_S", "Conversation", "ConversationEvent"]
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-_STOP_OR_CLOSE = ("stop", "close", "interrupt")
 
 STOP_NOW_WAIT_S: Final = 0.25
 """After :meth:`Conversation.stop_now`, how long closing still waits for the turn to close."""
@@ -96,29 +84,10 @@ _CUT_WAIT_S: Final = 1.0
 _CUT_ERROR: Final = "the turn did not close within the stop window; it was cut"
 
 
-_SubmittedFinal = tuple[PendingCall[bool], FinishedTurn | None, FinalEvent]
-"""A final state queued for commit: the store call, the turn it records, the event to publish."""
-
-
-def _started_event(seq: int, blocks: list[dict[str, Any]]) -> dict[str, Any]:
-    text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-    return {"seq": seq, "text": text}
-
-
 @dataclass
 class _State:
     idle_reason: str | None = "drained"
     idle: anyio.Event = field(default_factory=anyio.Event)
-
-
-@dataclass
-class _Turns:
-    """The turn tasks: each runs in a shielded scope that only :meth:`Conversation.shutdown`
-    cancels, so leaving the conversation (even cancelled from outside) lets the running turn
-    close and be recorded first."""
-
-    scopes: set[anyio.CancelScope] = field(default_factory=set)
-    none_left: anyio.Event = field(default_factory=anyio.Event)
 
 
 class Conversation:
@@ -140,7 +109,6 @@ class Conversation:
         self._store = store
         self._commits = GroupCommit(store)
         self._driver = TurnDriver(session, policy)
-        self._task_group = task_group
         self._clock = clock
         self._machine = QueueMachine()
         self._fanout = EventFanout()
@@ -154,12 +122,32 @@ class Conversation:
         self._state = _State()
         # Prompts sent in this process, until their turn starts (later ones read the store).
         self._prompts: dict[int, list[dict[str, Any]]] = {}
-        self._turn_started_at: tuple[int, float] | None = None  # (seq, monotonic time)
         self._journal = TurnJournal(record.usage, record.cost_meter)
         self._turn_events = TurnEvents(self._journal, self.emit, self._write_log)
         self._acting = anyio.Lock()
-        self._turns = _Turns()
-        self._turns.none_left.set()
+        boundaries = TurnBoundaries(
+            store,
+            self._commits,
+            record.id,
+            journal=self._journal,
+            events=self._events,
+            emit=self.emit,
+            structured_error=self.structured_error,
+            clock=clock,
+        )
+        self._turns = TurnRunner(
+            boundaries,
+            self._driver,
+            agent,
+            journal=self._journal,
+            turn_events=self._turn_events,
+            prompts=self._prompts,
+            task_group=task_group,
+            machine=lambda: self._machine,  # a getter: start() replaces the machine
+            acting=self._acting,
+            act=self._act,
+            busy=self._busy,
+        )
         self._hurry = False
         self._closing_wait: anyio.CancelScope | None = None
 
@@ -295,10 +283,10 @@ class Conversation:
             self._closing_wait = scope
             await self.wait_idle()
         self._closing_wait = None
-        for turn_scope in list(self._turns.scopes):
+        for turn_scope in list(self._turns.tasks.scopes):
             turn_scope.cancel()
         with anyio.move_on_after(_CUT_WAIT_S):
-            await self._turns.none_left.wait()
+            await self._turns.tasks.none_left.wait()
         with anyio.move_on_after(_RECORD_MARGIN_S):
             await self._record_cut_turn()
         with anyio.move_on_after(_RECORD_MARGIN_S):
@@ -347,178 +335,25 @@ class Conversation:
             action = actions[index]
             index += 1
             if isinstance(action, StartTurn):
-                self._begin_turn(action, None)
+                self._turns.begin(action, None)
             elif isinstance(action, CancelTurn):
                 self._driver.request_cancel(action.reason)
             elif isinstance(action, ReviveAgent):
                 await self.agent.revive()
             elif isinstance(action, MessageFinal):
                 after = actions[index] if index < len(actions) else None
-                if isinstance(after, StartTurn) and self._can_start_at_once(after):
-                    await self._finish_and_start(action, after)
+                if isinstance(after, StartTurn) and self._turns.can_start_at_once(after):
+                    await self._turns.finish_and_start(action, after)
                     index += 1
                 else:
-                    await self._finish(action)
+                    await self._turns.finish(action)
             elif isinstance(action, Idle):
                 self._state.idle_reason = action.reason
                 self._state.idle.set()
                 self._state.idle = anyio.Event()
 
-    def _begin_turn(self, start: StartTurn, prompt: list[dict[str, Any]] | None) -> None:
-        """Run the turn of ``start`` in its own task; ``prompt``: it is confirmed and recorded
-        running already (see :meth:`_finish_and_start`), prompt at once."""
-        self._state.idle_reason = None
-        self._task_group.start_soon(self._guarded_turn, start, prompt)
-
-    async def _guarded_turn(
-        self, start: StartTurn, started_prompt: list[dict[str, Any]] | None
-    ) -> None:
-        with anyio.CancelScope(shield=True) as scope:
-            if not self._turns.scopes:
-                self._turns.none_left = anyio.Event()
-            self._turns.scopes.add(scope)
-            try:
-                if started_prompt is None:
-                    started_prompt = await self._start_turn(start)
-                if started_prompt is not None:
-                    await self._run_turn(start.seq, started_prompt)
-            finally:
-                self._turns.scopes.discard(scope)
-                if not self._turns.scopes:
-                    self._turns.none_left.set()
-
-    async def _start_turn(self, start: StartTurn) -> list[dict[str, Any]] | None:
-        """Wait for the agent, confirm the start and record it running: the prompt to send,
-        or None when the start was withdrawn meanwhile or the agent is gone."""
-        seq = start.seq
-        try:
-            await self.agent.wait_ready()  # a cold start or a restart in progress
-        except AgentError:
-            await self._act(self._machine.agent_gone)
-            return None
-        blocks = self._prompts.pop(seq, None) or await self._stored_prompt(seq)
-        started_event = _started_event(seq, blocks)
-        async with self._acting:
-            if not self._machine.start_confirmed(seq, start.generation):
-                return None  # withdrawn while we waited: never prompted
-            self._driver.prepare()  # a stop from now on cancels this turn
-            await self._db(
-                self._store.mark_running,
-                self.id,
-                seq,
-                now=self._clock(),
-                event=("turn_started", started_event),
-            )
-            await self._turn_began(seq, started_event)
-        return blocks
-
-    def _can_start_at_once(self, start: StartTurn) -> bool:
-        return self.agent.is_ready and start.seq in self._prompts
-
-    async def _finish_and_start(self, final: MessageFinal, start: StartTurn) -> None:
-        """A message's final state and the next message's start, in one commit: the common
-        case of a queue draining (the agent is ready and the next prompt was sent in this
-        process). The start is confirmed now, under the same step as the final state, so it
-        is recorded running before the turn's task prompts, as on the slow path.
-
-        Shielded from the confirmation to the turn's task: a caller cancelled in between (an
-        interrupting send, a cut turn) must not leave a message confirmed, perhaps committed
-        running, that no task will ever prompt or end."""
-        with anyio.CancelScope(shield=True):
-            blocks = self._prompts.pop(start.seq)
-            # True: decided in this very step, and the agent is ready (so not gone for good).
-            confirmed = self._machine.start_confirmed(start.seq, start.generation)
-            assert confirmed
-            self._driver.prepare()  # a stop from now on cancels this turn
-            started_event = _started_event(start.seq, blocks)
-            finish = self._submit_finish(final)
-            running = self._commits.submit(
-                self._store.mark_running,
-                self.id,
-                start.seq,
-                now=self._clock(),
-                event=("turn_started", started_event),
-            )
-            await self._finished(final, finish)
-            await running.result()
-            await self._turn_began(start.seq, started_event)
-            self._begin_turn(start, blocks)
-
-    async def _turn_began(self, seq: int, started_event: dict[str, Any]) -> None:
-        """The start of ``seq`` is committed: publish it, and hold lifecycle events that
-        happen during its turn behind its final event."""
-        self._journal.turn_started(seq)
-        self._turn_started_at = (seq, time.monotonic())
-        self._events.turn_started(seq)
-        await self.emit("turn_started", started_event)
-
-    async def _run_turn(self, seq: int, blocks: list[dict[str, Any]]) -> None:
-        try:
-            outcome = await self._driver.run(
-                blocks, partial(self._turn_events.on_event, seq), prepared=True
-            )
-        except BridgeError as exc:  # no turn started: the agent is gone, or was closed
-            self._journal.turn_not_started()
-            failure = Failed(str(exc), False)
-            await self._act(lambda: self._machine.turn_ended(seq, failure))
-            if not isinstance(exc, ResourceClosedError):
-                await self._act(self._machine.agent_gone)
-            return
-        self._journal.observe_answer(seq, answered_usage(self._driver))
-        if outcome.status == "cancelled" and outcome.cancel_reason not in _STOP_OR_CLOSE:
-            await self._act(lambda: self._machine.turn_timed_out(seq))  # the driver's deadline
-        if outcome.status == "failed":
-            result: Answered | Failed = Failed(outcome.error or "failed", outcome.recoverable)
-        else:
-            result = Answered(outcome.stop_reason or "cancelled")
-
-        def decide() -> list[Action]:
-            # One step: a waiter must not see the pause of an unrecoverable failure alone
-            # when the agent is in fact gone for good.
-            actions = self._machine.turn_ended(seq, result)
-            return actions + self._machine.agent_gone() if self.agent.is_failed else actions
-
-        await self._act(decide)
-
-    async def _finish(self, final: MessageFinal) -> None:
-        await self._finished(final, self._submit_finish(final))
-
-    def _submit_finish(self, final: MessageFinal) -> _SubmittedFinal:
-        """Queue the final state's commit (with the turn's batched log and its end event)."""
-        turn = self._journal.take_turn(final.seq)
-        started = self._turn_started_at
-        duration_ms = 0.0  # a message that never started here, not the last turn's duration
-        if started is not None and started[0] == final.seq:
-            duration_ms = (time.monotonic() - started[1]) * 1000
-        end = final_event(final, turn, duration_ms, self.structured_error)
-        call = self._commits.submit(
-            self._store.finish,
-            self.id,
-            final.seq,
-            end.state,
-            stop_reason=final.stop_reason,
-            error=end.error,
-            recoverable=final.recoverable,
-            now=self._clock(),
-            log=self._journal.take_log(),  # the turn's batched entries and its end: one commit
-            event=(end.name, end.data),
-            turn=turn,
-        )
-        return call, turn, end
-
-    async def _finished(
-        self,
-        final: MessageFinal,
-        submitted: _SubmittedFinal,
-    ) -> None:
-        call, turn, end = submitted
-        self._prompts.pop(final.seq, None)  # ended without a turn (a start withdrawn, say)
-        changed = await call.result()
-        if changed and turn is not None:
-            self._journal.settled(turn)
-        if changed:
-            await self.emit(end.name, end.data)
-        self._events.turn_final(final.seq)
+    def _busy(self) -> None:
+        self._state.idle_reason = None  # a turn task is on its way: not idle till an Idle action
 
     def structured_error(self, error: dict[str, Any], recoverable: bool | None) -> dict[str, Any]:
         """A structured error for callers: what happened, to which agent and session, and
@@ -530,10 +365,6 @@ class Conversation:
             "sessionId": self.session.id,
             "recoverable": bool(recoverable),
         }
-
-    async def _stored_prompt(self, seq: int) -> list[dict[str, Any]]:
-        record = await self._db(self._store.get_message, self.id, seq)
-        return list(record.content) if record is not None else []
 
     # -- events (published in causal order: see :mod:`.publishing`) -------------------------
 
