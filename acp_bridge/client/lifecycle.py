@@ -1,9 +1,10 @@
 """The agent lifecycle machine: one supervised agent from its first spawn to its close. Pure.
 
 :class:`AgentLifecycle` decides; :class:`~acp_bridge.client.supervisor.SupervisedAgent`
-performs the actions it returns (start a generation, report an exit, wait out a restart delay,
-give up, fail the first start) and feeds back what happened. No I/O and no clock: the restart
-policy's decision and the exit record come in as inputs.
+(through its :class:`~acp_bridge.client.lifetime.AgentLifetime`) performs the actions it
+returns (start a generation, report an exit, wait out a restart delay, give up, fail the first
+start) and feeds back what happened. No I/O and no clock: the restart policy's decision and the
+exit record come in as inputs.
 
 Theory of operation
 -------------------
