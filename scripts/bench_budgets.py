@@ -62,16 +62,17 @@ def sizes_of(values: Values, prefix: str) -> list[int]:
 
 CAUSES = {
     "queue": (
-        "Since this issue the store's default durability is `process` (WAL, "
-        "`synchronous=NORMAL`: a commit survives a crash or SIGKILL of the bridge) and a "
-        "draining queue makes one commit per turn on its turn path (a message's final state "
-        "and the next message's start together, conversation/group_commit.py). That doubled "
-        "its turns per second (235 to about 490 on this "
-        "machine; 0.14x the SDK before). What is left is the "
-        "conversation layer's own work: profiled, its event loop spends about 1 ms of CPU per "
-        "message (the commit's round trip to a worker thread, the queue machine's step, three "
-        "events to subscribers, a task per turn), while the SDK's whole prompt takes about "
-        "0.6 ms; half the SDK's rate needs that work cut by about half again (bench_turns' "
+        "The store's default durability is `process` (WAL, `synchronous=NORMAL`: a commit "
+        "survives a crash or SIGKILL of the bridge), a draining queue makes one commit per "
+        "turn (a message's final state and the next message's start together, "
+        "conversation/group_commit.py), and those commits now run on the event "
+        "loop's thread whenever that cannot wait, with WAL checkpoints in a thread of their "
+        "own (a worker thread's round trip cost more than the statements): 0.14x the SDK at "
+        "first, 0.22-0.24x with the group commit, about a third now. What is left per message "
+        "is the turn itself (0.65 ms in the conversation, 0.4 ms alone) and about 0.6 ms "
+        "between turns (the commit's statements and WAL write, the queue machine's step, "
+        "three events, a task per turn), against the SDK's 0.4 ms per bare prompt; half its "
+        "rate would leave the conversation layer about 0.15 ms per message (bench_turns' "
         "section below breaks it down)."
     ),
     "cancel_vs_sdk": (

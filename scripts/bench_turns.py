@@ -1048,22 +1048,25 @@ WHERE_THE_TIME_GOES = """\
 ### Where the time goes
 
 **Cancel.** Both budgets hold with room to spare, but the cooperative cancel is still about
-twice the SDK's time end to end (0.6–0.8 ms against 0.3–0.4 ms), a miss against #7's "no
-slower than the SDK". Where it goes (stamped in place with perf_counter, medians of 10): the
-request is as fast as the SDK's now (`TurnDriver.cancel` writes `session/cancel` in the
-caller's task and moves the driver's wait deadline to the grace window instead of waking it).
-The middle row (our write, the agent, our reader waking on its answer) is 0.1–0.15 ms slower
-than the SDK's against the same agent. From the answer read to the caller: about 0.09 ms for
-the reader to split, decode and classify the line and parse the `PromptResponse`, 0.06 ms in
-`Turn.finish_now` in situ (10 µs when measured alone: it closes the turn's stream and sets its
-event, which schedules the driver), then one scheduler pass to wake the driver, which returns
-without further waits (the turn ends in the reader: no task per turn, no task group). The SDK
-resolves one future. A stubborn agent's turn closes about 4 ms after the window: the deadline
-fires about 1 ms late (the event loop's millisecond timer), then the group is SIGKILLed and
-reaped and the exit reported (about 2.5 ms) before the turn fails and `run` returns. The
-replacement is ready with the session loaded 50 to 80 ms later, which is a Python interpreter
-starting. Done by hand with the SDK, the wait just stops. The process and its busy session stay,
-and the next prompt is refused.
+1.4-1.5x the SDK's time end to end (0.5 ms against 0.35 ms), a miss against #7's "no slower
+than the SDK"; 1.1-1.2x when the SDK idles as long as our settle window before each prompt
+(like for like: after a cancelled turn our driver waits 50 ms for the session to be quiet, so
+every cancel here starts with cold caches). Where it goes (stamped in place with perf_counter,
+medians of 20): the request side is as fast as the SDK's. The middle row starts at our stamp,
+taken before our write (about 26 µs of it is that write), the SDK's after its write was
+drained; from our write's end to the answer read it is 0.24-0.25 ms, the SDK's figure. From the
+answer read to the caller (0.12-0.15 ms against the SDK's 0.04 ms): about 13 µs to decode the
+line, 17 µs to classify it, 20 µs to resolve the pending call, 45-50 µs in `Turn.finish_now`
+(the turn's machine closes the turn, its event stream closes, which wakes the driver), one
+scheduler pass to the driver (40-55 µs with the exit of its deadline scope), then 20-25 µs for
+its flush and the session's lock. The `PromptResponse` model is no longer built on this path
+(`PromptAnswer` builds it on first use): that was 35 µs of it. Each step runs 5-10x slower than
+warm after the 50 ms idle. A stubborn agent's turn closes about 4 ms after the window: the
+deadline fires about 1 ms late (the event loop's millisecond timer), then the group is
+SIGKILLed and reaped and the exit reported (about 2.5 ms) before the turn fails and `run`
+returns. The replacement is ready with the session loaded 50 to 80 ms later, which is a Python
+interpreter starting. Done by hand with the SDK, the wait just stops. The process and its busy
+session stay, and the next prompt is refused.
 
 **Turns in a row.** `Session.run` and `TurnDriver.run` now run at about the SDK's prompt rate
 (0.9x to 1.05x across runs and backends; #7 asked for at least 0.9x, from 0.57x): the prompt is
@@ -1083,16 +1086,19 @@ one step of the conversation, so a turn's end never falls between them (committi
 from the turn's steps let a send issued before an auth failure lift the halt that failure set).
 `--durability power` keeps an fsync per commit (its row above).
 
-What is left between two turns (the "between turns" row): the commit's round trip to a worker
-thread (the store's work there is about 0.3 ms per message: the finish and start statements and
-the WAL writes of the ten b-tree pages a commit touches), the queue machine's step, three events
-to subscribers, and a task per turn. While a thousand sends arrive at once they compete with the
-turns for the event loop, the store's lock and the two cores, which is why the rate counted only
-after the last send returned is higher. Profiled, the event loop's thread spends about 1 ms of CPU
-per message (the SDK's whole prompt takes about 0.6 ms), so #11's aim of half the SDK's rate
-would need the conversation layer's own work cut by about half again; running the commits on the
-event loop instead of a worker thread gained about a quarter on a drain of a stored queue, but
-blocks the loop on checkpoints and on other processes' write locks, so it was not taken.
+Commits no longer cross threads. The store commits on the event loop's thread whenever that
+cannot wait (`StoreBase.commit_now_if_free`: the store's lock free in this process, no other
+process writing, never with `--durability power`), and WAL checkpoints, where
+`synchronous=NORMAL` fsyncs, run in a thread and a connection of their own
+(`sqlite_wal.WalCheckpointer`). A worker thread's round trip cost 0.17-0.22 ms here, more than a
+turn's statements, and the checkpoints were 30% of the store's time. That took the queue from
+about 0.22x the SDK to about a third (the rows above: the store's work per message fell from
+0.66 to 0.24 ms, "between turns" from 1.3-1.6 to 0.55-0.63 ms). What is left per message: about
+0.65 ms in `TurnDriver.run` (the turn itself, 0.4 ms alone), 0.6 ms between turns (the final
+state and the next start: about 0.2 ms of SQLite statements and the WAL write of the ten pages
+a commit touches, the queue machine's step, three events to subscribers, a task per turn) and
+the send's own commit. Half the SDK's rate (0.8 ms per message) would need the conversation
+layer's work, the commits included, to fit in about 0.15 ms per message.
 """
 
 
