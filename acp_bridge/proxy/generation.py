@@ -120,12 +120,18 @@ class Generation:
         call.done.set()
         return True
 
-    async def send(self, line: bytes, *, valid: bool = True) -> None:
+    async def send(self, line: bytes, *, valid: bool = True) -> bool:
         """Write one line (without its newline) to the agent; a broken pipe ends the
-        generation instead of raising. ``valid``: the line is JSON (for the recording)."""
+        generation instead of raising. ``valid``: the line is JSON (for the recording).
+
+        False when the line was refused at once (the pipe broken or the writer closed): the
+        agent never saw it. True when it was written or queued for the writer (a queued line
+        the pipe refuses later ends the generation too, but it cannot be told apart)."""
         if self.on_send is not None:
             self.on_send(line, valid)
         try:
             await self.writer.send_line(line + b"\n")
         except (ConnectionClosedError, ResourceClosedError):
             self.end("it stopped reading its stdin")
+            return False
+        return True

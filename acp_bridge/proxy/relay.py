@@ -33,7 +33,7 @@ from acp_bridge.process.spec import AgentSpec
 from acp_bridge.proxy import answers
 from acp_bridge.proxy.agent_side import AgentSide
 from acp_bridge.proxy.editor_link import EditorLink
-from acp_bridge.proxy.frames import Frame, FrameKind, parse_line
+from acp_bridge.proxy.frames import Frame, FrameKind, id_key, parse_line
 from acp_bridge.proxy.generation import Generation
 from acp_bridge.proxy.recorder import Recorder
 from acp_bridge.proxy.registry import SETTINGS_METHODS, SessionRegistry
@@ -288,19 +288,20 @@ class ProxyRelay:
     async def _perform(self, actions: Sequence[TurnsAction]) -> None:
         # Bookkeeping first, with no await in between, then the writes: a generation that
         # ends meanwhile must find the tables as the actions left them.
-        writes: list[tuple[Generation | None, bytes]] = []
+        writes: list[tuple[Generation | None, bytes, QueuedPrompt | None]] = []
         for action in actions:
             if isinstance(action, ForwardPrompt):
                 gen = self._agents.generation
-                prompt = action.prompt
+                forwarded = action.prompt
                 if gen is None or not gen.alive:
-                    self._cut.append(_pending_prompt(prompt.id, prompt.session_id, 0))
+                    self._turns.unsend(forwarded)  # no agent to take it: after the restore
                     continue
-                self._editor_requests.add(_pending_prompt(prompt.id, prompt.session_id, gen.number))
-                writes.append((gen, prompt.line))
+                pending = _pending_prompt(forwarded.id, forwarded.session_id, gen.number)
+                self._editor_requests.add(pending)
+                writes.append((gen, forwarded.line, forwarded))
             elif isinstance(action, AnswerCancelled):
                 self._editor_requests.take(action.prompt.key)
-                writes.append((None, answers.cancelled_answer(action.prompt.id)))
+                writes.append((None, answers.cancelled_answer(action.prompt.id), None))
             elif isinstance(action, ArmGraceTimer):
                 assert self._main is not None
                 self._main.start_soon(self._grace_timer, action.session_id, action.deadline)
@@ -316,12 +317,26 @@ class ProxyRelay:
             elif isinstance(action, RefuseQueueFull):
                 message = "too many prompts queued for this session"
                 error = answers.error_answer(action.prompt.id, answers.INTERNAL_ERROR, message)
-                writes.append((None, error))
-        for target, line in writes:
+                writes.append((None, error, None))
+        for target, line, prompt in writes:
             if target is None:
                 await self._editor.send(line)
-            else:
-                await self._to_agent(target, line)
+            elif not await self._to_agent(target, line) and prompt is not None:
+                await self._never_sent(prompt)
+
+    async def _never_sent(self, prompt: QueuedPrompt) -> None:
+        """The agent refused the prompt's write (its stdin closed): it never saw the prompt, so
+        it is not cut by the exit (no error for it) but waits at the head of its session's
+        queue for the restored session, or for the agent's end for good."""
+        if self._editor_requests.take(prompt.key) is None:
+            cut = [r for r in self._cut if id_key(r.id) != prompt.key]
+            if len(cut) == len(self._cut):
+                return  # answered meanwhile (the agent gone for good)
+            self._cut = cut
+        self._turns.unsend(prompt)
+        if self._agents.is_ready:  # a restore finished meanwhile: nothing else will resume it
+            actions, _refused = self._turns.resume(anyio.current_time())
+            await self._perform(actions)
 
     async def _grace_timer(self, session_id: str, deadline: float) -> None:
         await anyio.sleep_until(deadline)
@@ -404,8 +419,8 @@ class ProxyRelay:
 
     # -- writing -----------------------------------------------------------------------------
 
-    async def _to_agent(self, gen: Generation, line: bytes, *, valid: bool = True) -> None:
-        await gen.send(line, valid=valid)
+    async def _to_agent(self, gen: Generation, line: bytes, *, valid: bool = True) -> bool:
+        return await gen.send(line, valid=valid)
 
     def sent_to_agent(self, line: bytes, valid: bool) -> None:
         if self._editor.recorder is not None:

@@ -16,7 +16,8 @@ Decisions (documented in docs/proxy.md):
 * A prompt sent during the grace window waits; it runs after the agent's answer, or is answered
   ``cancelled`` too if the window expires (the agent is being replaced under it).
 * A turn cut by the agent's exit is not re-sent; the prompts queued behind it are forwarded once
-  the session is restored (they never reached the agent).
+  the session is restored (they never reached the agent). So is a prompt whose write the agent
+  refused (its stdin closed): it goes back to the head of its queue (:meth:`PromptTurns.unsend`).
 
 Bound: ``max_queued`` prompts per session; one more is refused with an error response.
 """
@@ -191,6 +192,15 @@ class PromptTurns:
             cut += [prompt for prompt, _machine in session.in_flight.values()]
             session.in_flight.clear()
         return cut
+
+    def unsend(self, prompt: QueuedPrompt) -> None:
+        """``prompt`` was forwarded but never reached the agent (its write was refused, or no
+        agent was there): it leaves the turns in flight and goes back to the head of its
+        session's queue, for :meth:`resume` to forward after the restore. (It was admitted
+        once, so it may take the queue one past ``max_queued``.)"""
+        session = self._sessions.setdefault(prompt.session_id, _Session())
+        session.in_flight.pop(prompt.key, None)
+        session.queue.appendleft(prompt)
 
     def resume(
         self, now: float, lost: Iterable[str] = ()

@@ -97,6 +97,18 @@ def test_a_crash_cuts_turns_in_flight_and_keeps_the_queue() -> None:
     assert actions == [ForwardPrompt(_prompt(2))] and refused == [_prompt(4, "lost")]
 
 
+
+def test_a_prompt_the_agent_never_got_goes_first_after_the_restore() -> None:
+    turns = PromptTurns(2.0)
+    turns.prompt(_prompt(1), now=0)
+    turns.prompt(_prompt(2), now=0)  # queued behind 1
+    turns.unsend(_prompt(1))  # its write was refused: the agent never saw it
+    assert not turns.is_busy("s") and turns.queued("s") == 2
+    assert turns.cut() == []  # nothing in flight for the exit to cut
+    actions, refused = turns.resume(now=1)
+    assert actions == [ForwardPrompt(_prompt(1))] and refused == []
+    assert turns.answered("s", _prompt(1).key, "end_turn", now=2) == [ForwardPrompt(_prompt(2))]
+
 def test_agent_request_ids_are_rewritten_only_when_still_in_use() -> None:
     table = AgentRequests()
     first = table.add(1, 0, "session/request_permission")

@@ -211,3 +211,25 @@ async def test_a_line_cut_short_by_the_agents_death_never_reaches_the_editor(
         answer = await editor.call("session/prompt", prompt_params(session_id, "echo ok"))
         assert answer["result"] == {"stopReason": "end_turn"}
         assert await editor.close_and_wait() == 0
+
+
+async def test_a_prompt_the_agent_never_read_goes_to_its_replacement(tmp_path: Path) -> None:
+    """A prompt whose write finds the agent's stdin closed never reached the agent: it waits
+    for the restart and goes to the restored session, instead of being answered with the
+    crash's recoverable error as a prompt the agent had read would be. (The interop matrix met
+    this race: a prompt sent right after the agent stopped reading.) The fixture closes its
+    stdin at the first prompt, answers it, and stays alive, so the next write is refused."""
+    flags = ["--quiet", "--history", str(tmp_path / "h.json")]
+    flags += ["--shut-stdin-once-file", str(tmp_path / "shut")]
+    argv = proxy(agent_argv=agent("echo_agent.py", *flags))
+    async with open_editor(argv) as editor:
+        session = await editor.handshake()
+        first = await editor.call("session/prompt", prompt_params(session, "one"))
+        assert first["result"] == {"stopReason": "end_turn"}
+        seen: list[dict[str, Any]] = []
+        request = await editor.request("session/prompt", prompt_params(session, "two"))
+        second = await editor.response(request, seen)
+        assert second.get("result") == {"stopReason": "end_turn"}, second
+        assert [chunk_text(m) for m in seen if chunk_text(m)] == ["two"]
+        assert _replayed(seen) == []  # the restore's replay is hidden, as always
+        assert await editor.close_and_wait() == 0
