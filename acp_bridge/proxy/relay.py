@@ -3,12 +3,13 @@
 Tasks (one task group): the editor reader and its dispatcher, the editor writer
 (:mod:`.editor_link`), the supervisor (:mod:`.supervision`: one agent process at a time, a
 :class:`~.generation.Generation` with its writer, exit watcher and reader, :mod:`.agent_side`),
-and a timer per armed cancel grace. Every decision is taken by a pure part
-(:class:`~acp_bridge.client.lifecycle.AgentLifecycle` and the restart policy for the agent,
+and a timer per armed cancel grace (:mod:`.prompt_flow`). Every decision is taken by a pure
+part (:class:`~acp_bridge.client.lifecycle.AgentLifecycle` and the restart policy for the agent,
 :class:`~.turns.PromptTurns` for prompts, :mod:`.routing` for ids, :mod:`.registry` for
-sessions); this module performs it. State changes happen between awaits, so no decision sees a
-half-made change. While an agent restarts, the editor's messages wait in a bounded backlog
-(the reader goes on reading, so an EOF is seen at once).
+sessions); this module performs it (the prompts' decisions through :mod:`.prompt_flow`). State
+changes happen between awaits, so no decision sees a half-made change. While an agent
+restarts, the editor's messages wait in a bounded backlog (the reader goes on reading, so an
+EOF is seen at once).
 
 Lines are forwarded as they came; see :mod:`.frames` for what is parsed. The writers are
 bounded (:class:`~acp_bridge.rpc.framing.LineWriter`): a side that stops reading slows the
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,23 +34,15 @@ from acp_bridge.process.spec import AgentSpec
 from acp_bridge.proxy import answers
 from acp_bridge.proxy.agent_side import AgentSide
 from acp_bridge.proxy.editor_link import EditorLink
-from acp_bridge.proxy.frames import Frame, FrameKind, id_key, parse_line
+from acp_bridge.proxy.frames import Frame, FrameKind, IdKey, id_key, parse_line
 from acp_bridge.proxy.generation import Generation
+from acp_bridge.proxy.prompt_flow import PromptFlow
 from acp_bridge.proxy.recorder import Recorder
 from acp_bridge.proxy.registry import SETTINGS_METHODS, SessionRegistry
 from acp_bridge.proxy.restore import restore_sessions
 from acp_bridge.proxy.routing import AgentRequests, EditorRequests, PendingEditorRequest
 from acp_bridge.proxy.supervision import AgentGone, AgentSupervisor
-from acp_bridge.proxy.turns import (
-    AnswerCancelled,
-    ArmGraceTimer,
-    ForwardPrompt,
-    PromptTurns,
-    QuarantineAgent,
-    QueuedPrompt,
-    RefuseQueueFull,
-    TurnsAction,
-)
+from acp_bridge.proxy.turns import PromptTurns, QueuedPrompt
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader
 
 __all__ = ["ProxyOptions", "ProxyRelay"]
@@ -115,6 +108,16 @@ class ProxyRelay:
         self._turns = PromptTurns(self._options.grace_s, queueing=self._options.queueing)
         self._editor_requests = EditorRequests()
         self._agent_requests = AgentRequests()
+        self._prompts = PromptFlow(
+            spec.name,
+            self._agents,
+            self._editor,
+            self._turns,
+            self._registry,
+            self._editor_requests,
+            grace_s=self._options.grace_s,
+            take_cut=self._take_cut,
+        )
         self._agent_side = AgentSide(
             spec.name,
             self._editor,
@@ -122,7 +125,7 @@ class ProxyRelay:
             self._registry,
             self._editor_requests,
             self._agent_requests,
-            perform=self._perform,
+            perform=self._prompts.perform,
             max_line_bytes=self._options.max_line_bytes,
         )
         self._cut: list[PendingEditorRequest] = []
@@ -143,7 +146,7 @@ class ProxyRelay:
             outer.start_soon(self._editor.run)
             try:
                 async with anyio.create_task_group() as main:
-                    self._main = main
+                    self._main = self._prompts.task_group = main
                     main.start_soon(self._agents.run)
                     main.start_soon(self._read_editor)
             finally:
@@ -242,9 +245,7 @@ class ProxyRelay:
             return  # a notification about a lost session has nobody to go to
         if frame.kind is not FrameKind.REQUEST:
             if frame.method == "session/cancel" and session_id is not None:
-                actions = self._turns.cancel(session_id, anyio.current_time())
-                await self._to_agent(gen, frame.line)
-                await self._perform(actions)
+                await self._prompts.cancel(gen, session_id, frame.line)
                 return
             # notifications, batches, invalid lines: the agent answers those as it likes
             await self._to_agent(gen, frame.line, valid=frame.kind is not FrameKind.INVALID)
@@ -255,8 +256,7 @@ class ProxyRelay:
             await self._editor.send(answers.error_answer(frame.id, answers.INTERNAL_ERROR, message))
             return
         if frame.method == "session/prompt" and session_id is not None:
-            prompt = QueuedPrompt(session_id, frame.id, frame.line)
-            await self._perform(self._turns.prompt(prompt, anyio.current_time()))
+            await self._prompts.prompt(QueuedPrompt(session_id, frame.id, frame.line))
             return
         params = frame.params if frame.method in _RECORDED_PARAMS | _FORGETTING else {}
         self._editor_requests.add(
@@ -282,65 +282,6 @@ class ProxyRelay:
 
     async def read_agent(self, gen: Generation) -> None:
         await self._agent_side.read(gen)
-
-    # -- prompts and grace -------------------------------------------------------------------
-
-    async def _perform(self, actions: Sequence[TurnsAction]) -> None:
-        # Bookkeeping first, with no await in between, then the writes: a generation that
-        # ends meanwhile must find the tables as the actions left them.
-        writes: list[tuple[Generation | None, bytes, QueuedPrompt | None]] = []
-        for action in actions:
-            if isinstance(action, ForwardPrompt):
-                gen = self._agents.generation
-                forwarded = action.prompt
-                if gen is None or not gen.alive:
-                    self._turns.unsend(forwarded)  # no agent to take it: after the restore
-                    continue
-                pending = _pending_prompt(forwarded.id, forwarded.session_id, gen.number)
-                self._editor_requests.add(pending)
-                writes.append((gen, forwarded.line, forwarded))
-            elif isinstance(action, AnswerCancelled):
-                self._editor_requests.take(action.prompt.key)
-                writes.append((None, answers.cancelled_answer(action.prompt.id), None))
-            elif isinstance(action, ArmGraceTimer):
-                assert self._main is not None
-                self._main.start_soon(self._grace_timer, action.session_id, action.deadline)
-            elif isinstance(action, QuarantineAgent):
-                gen = self._agents.generation
-                if gen is not None and gen.alive:
-                    log.warning(
-                        "%s did not answer a cancelled prompt within %g s; replacing it",
-                        self._name,
-                        self._options.grace_s,
-                    )
-                    gen.quarantine(f"was quarantined: {action.reason}")
-            elif isinstance(action, RefuseQueueFull):
-                message = "too many prompts queued for this session"
-                error = answers.error_answer(action.prompt.id, answers.INTERNAL_ERROR, message)
-                writes.append((None, error, None))
-        for target, line, prompt in writes:
-            if target is None:
-                await self._editor.send(line)
-            elif not await self._to_agent(target, line) and prompt is not None:
-                await self._never_sent(prompt)
-
-    async def _never_sent(self, prompt: QueuedPrompt) -> None:
-        """The agent refused the prompt's write (its stdin closed): it never saw the prompt, so
-        it is not cut by the exit (no error for it) but waits at the head of its session's
-        queue for the restored session, or for the agent's end for good."""
-        if self._editor_requests.take(prompt.key) is None:
-            cut = [r for r in self._cut if id_key(r.id) != prompt.key]
-            if len(cut) == len(self._cut):
-                return  # answered meanwhile (the agent gone for good)
-            self._cut = cut
-        self._turns.unsend(prompt)
-        if self._agents.is_ready:  # a restore finished meanwhile: nothing else will resume it
-            actions, _refused = self._turns.resume(anyio.current_time())
-            await self._perform(actions)
-
-    async def _grace_timer(self, session_id: str, deadline: float) -> None:
-        await anyio.sleep_until(deadline)
-        await self._perform(self._turns.tick(session_id, anyio.current_time()))
 
     # -- the supervisor's steps (SupervisorHost) ---------------------------------------------
 
@@ -378,11 +319,15 @@ class ProxyRelay:
                 has_session=request.session_id is not None,
             )
             await self._editor.send(answer)
-        actions, refused = self._turns.resume(anyio.current_time(), lost)
-        for prompt in refused:
-            why = self._registry.lost_reason(prompt.session_id) or "it could not be restored"
-            await self._editor.send(answers.lost_session_error(prompt.id, prompt.session_id, why))
-        await self._perform(actions)
+        await self._prompts.resume(lost)
+
+    def _take_cut(self, key: IdKey) -> bool:
+        """Take the request ``key`` out of those the exit cut; False when it is not there."""
+        cut = [r for r in self._cut if id_key(r.id) != key]
+        if len(cut) == len(self._cut):
+            return False
+        self._cut = cut
+        return True
 
     async def generation_gone(self, gen: Generation) -> None:
         """``gen`` is gone: its prompts wait for the restore's outcome, its requests to the
@@ -432,10 +377,6 @@ class ProxyRelay:
     @property
     def _name(self) -> str:
         return self._spec.name
-
-
-def _pending_prompt(request_id: Any, session_id: str, generation: int) -> PendingEditorRequest:
-    return PendingEditorRequest(request_id, "session/prompt", session_id, generation, {})
 
 
 def _dumps(value: Any) -> bytes:
