@@ -6,10 +6,11 @@ serves them on a single pair of byte streams.
 
 Concurrency:
 
-* :meth:`JsonRpcPeer.run` owns a task group holding the reader loop, the queue writer (see
-  :class:`~acp_bridge.rpc.framing.LineWriter`; short lines are written by their sender when the
-  stream is idle), and the workers that serve incoming requests (see :mod:`.serving`: reused
-  workers, each request in its own cancel scope), so a handler may itself call the other side.
+* :meth:`JsonRpcPeer.run` owns a task group holding the reader loop (see :mod:`.receiving`),
+  the queue writer (see :class:`~acp_bridge.rpc.framing.LineWriter`; short lines are written
+  by their sender when the stream is idle), and the workers that serve incoming requests (see
+  :mod:`.serving`: reused workers, each request in its own cancel scope), so a handler may
+  itself call the other side.
 * At most ``max_requests_in_flight`` incoming requests are served at once. At the bound the
   reader, holding the next request, waits for a handler to finish before it reads on: the
   other side's writes back up into its pipe (backpressure; nothing is dropped or refused).
@@ -33,33 +34,25 @@ order its shutdown sequence needs).
 from __future__ import annotations
 
 import copy
-import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup, TaskStatus
 
-from acp_bridge.errors import (
-    BridgeError,
-    ConnectionClosedError,
-    FramingError,
-    ResourceClosedError,
-    RpcError,
-)
+from acp_bridge.errors import BridgeError, ConnectionClosedError, ResourceClosedError
 from acp_bridge.rpc.dispatch import RequestDispatcher, RequestHandler
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader, LineWriter
 from acp_bridge.rpc.pending import PendingCall, PendingTable
+from acp_bridge.rpc.receiving import CANCEL_REQUEST_METHOD, NotificationHandler, Receiver
 from acp_bridge.rpc.serving import RequestServer
 from acp_bridge.wire import jsonrpc
-from acp_bridge.wire.jsonrpc import BadMessage, Notification, Request, RequestId, Response
+from acp_bridge.wire.jsonrpc import RequestId
 
 __all__ = ["CANCEL_REQUEST_METHOD", "Direction", "JsonRpcPeer", "NotificationHandler", "Observer"]
 
 log = logging.getLogger(__name__)
-
-CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
 
 DEFAULT_MAX_REQUESTS_IN_FLIGHT: Final = 128
 """Incoming requests served at once, per peer; past it the reader stops reading."""
@@ -71,9 +64,6 @@ courtesy, and the caller's own cancellation must not wait on a stuck pipe."""
 Direction = Literal["in", "out"]
 Observer = Callable[[Direction, bytes], None]
 """Sees every raw line (newline excluded for ``in``, included for ``out``). Must not block."""
-
-NotificationHandler = Callable[[Any], Awaitable[None] | None]
-"""``handler(params)``, sync or async. Exceptions are logged; they never stop the reader."""
 
 
 class JsonRpcPeer:
@@ -107,13 +97,12 @@ class JsonRpcPeer:
         self._writer = LineWriter(send_stream)
         self._pending = PendingTable(id_prefix=id_prefix)
         self._dispatcher = RequestDispatcher()
-        self._notification_handlers: dict[str, tuple[NotificationHandler, bool]] = {}
         self._observers: list[Observer] = []
-        self.invalid_log_level = logging.WARNING
-        """How loudly a line that is not valid JSON-RPC is logged (a caller that explains it
-        in its own words, e.g. a failed start, turns it down)."""
         self._server = RequestServer(
             self._dispatcher, self._send, name=name, max_in_flight=max_requests_in_flight
+        )
+        self._receiver = Receiver(
+            self._reader, self._pending, self._server, self._observers, name=name
         )
         self._task_group: TaskGroup | None = None
         self._closed_reason: BaseException | None = None
@@ -138,7 +127,7 @@ class JsonRpcPeer:
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle notifications of ``method`` inline, in arrival order."""
-        self._notification_handlers[method] = (handler, inspect.iscoroutinefunction(handler))
+        self._receiver.on_notification(method, handler)
 
     def add_observer(self, observer: Observer) -> None:
         """Show every raw frame, in both directions, to ``observer`` (tracing, recording)."""
@@ -148,6 +137,16 @@ class JsonRpcPeer:
         """Stop showing frames to ``observer`` (added before); an unknown one is ignored."""
         if observer in self._observers:
             self._observers.remove(observer)
+
+    @property
+    def invalid_log_level(self) -> int:
+        """How loudly a line that is not valid JSON-RPC is logged (a caller that explains it
+        in its own words, e.g. a failed start, turns it down)."""
+        return self._receiver.invalid_log_level
+
+    @invalid_log_level.setter
+    def invalid_log_level(self, level: int) -> None:
+        self._receiver.invalid_log_level = level
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -194,7 +193,7 @@ class JsonRpcPeer:
                 self._server.attach(task_group)
                 task_group.start_soon(self._run_writer)
                 task_status.started()
-                reason = await self._read_until_closed()
+                reason = await self._receiver.read_until_closed()
                 self._close(reason)
         finally:
             if self._closed_reason is None:  # cancelled from outside
@@ -343,86 +342,6 @@ class JsonRpcPeer:
             if self._closed_reason is not None:
                 raise _fresh(self._closed_reason) from self._closed_reason
             raise
-
-    # -- receiving ------------------------------------------------------------------------------
-
-    async def _read_until_closed(self) -> BaseException:
-        while True:
-            try:
-                line = await self._reader.receive_line()
-            except anyio.EndOfStream:
-                return ConnectionClosedError(f"{self.name} closed the connection")
-            except FramingError as exc:
-                log.warning("%s: %s; treating the connection as broken", self.name, exc)
-                closed = ConnectionClosedError(f"{self.name}: {exc}")
-                closed.__cause__ = exc
-                return closed
-            except (ConnectionClosedError, ResourceClosedError) as exc:
-                return exc
-            for observer in self._observers:
-                observer("in", line)
-            await self._handle_line(line)
-
-    async def _handle_line(self, line: bytes) -> None:
-        if not line or line.isspace():
-            return
-        try:
-            value = jsonrpc.decode_line(line)
-        except FramingError as exc:
-            log.log(
-                self.invalid_log_level,
-                "%s sent an unreadable line (%s): %r",
-                self.name,
-                exc,
-                line[:120],
-            )
-            await self._server.reply(jsonrpc.error_response(None, RpcError.parse_error(str(exc))))
-            return
-        if type(value) is list:
-            if not value:
-                await self._server.reply(
-                    jsonrpc.error_response(None, RpcError.invalid_request("empty batch"))
-                )
-            for item in value:
-                await self._handle_message(jsonrpc.classify(item))
-        else:
-            await self._handle_message(jsonrpc.classify(value))
-
-    async def _handle_message(self, message: jsonrpc.Message) -> None:
-        if type(message) is Notification:
-            await self._handle_notification(message)
-        elif type(message) is Response:
-            if self._pending.resolve(message) is None:
-                log.warning("%s: dropped a response for unknown id %r", self.name, message.id)
-        elif type(message) is Request:
-            await self._server.serve(message)
-        else:
-            assert isinstance(message, BadMessage)
-            log.log(
-                self.invalid_log_level,
-                "%s sent an invalid message: %s",
-                self.name,
-                message.error.data,
-            )
-            if message.reply:
-                await self._server.reply(jsonrpc.error_response(message.id, message.error))
-
-    async def _handle_notification(self, message: Notification) -> None:
-        if message.method == CANCEL_REQUEST_METHOD:
-            self._server.cancel(message.params)
-            return
-        entry = self._notification_handlers.get(message.method)
-        if entry is None:
-            log.debug("%s: ignored notification %s", self.name, message.method)
-            return
-        handler, is_async = entry
-        try:
-            if is_async:
-                await handler(message.params)  # type: ignore[misc]
-            else:
-                handler(message.params)
-        except Exception:
-            log.exception("%s: handler for notification %s failed", self.name, message.method)
 
 
 def _fresh(exc: BaseException) -> BaseException:
