@@ -16,7 +16,9 @@ A (state, event type) pair missing from a table is a transition that must never 
 :func:`next_state` raises :class:`LocalProtocolError` for it. The machine validates what callers
 pass in before it steps, so reaching that error is a bug in the machine itself.
 
-The tables below are the chart: one line per transition, with why it happens.
+The tables below are the chart: one line per transition, with why it happens. The four
+machines' states and :class:`MessageRecord` live in :mod:`.queue_states`; this module re-exports
+them, so ``from acp_bridge.conversation.queue_model import MessageState`` keeps working.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ import enum
 from collections.abc import Mapping
 from typing import Final, Literal, TypeVar
 
+from acp_bridge.conversation.queue_states import (
+    FINAL_STATES,
+    RETRYABLE_STATES,
+    AgentState,
+    GateState,
+    MessageRecord,
+    MessageState,
+    SlotState,
+)
 from acp_bridge.errors import LocalProtocolError
 from acp_bridge.record import record
 
@@ -87,50 +98,6 @@ CancelReason = Literal["interrupt", "stop", "close", "timeout"]
 """Who asked for a cancel: a send with interrupt, stop(), close(), or the driver's turn deadline."""
 IdleReason = Literal["drained", "paused", "agent_gone", "closed"]
 """Why no turn runs or starts: nothing queued, the user stopped, the agent is gone, closed."""
-
-
-# -- states -----------------------------------------------------------------------------------
-
-
-class MessageState(enum.StrEnum):
-    """Where a message is: waiting, being prompted, or one of the four final states. The
-    values are what the store keeps."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    CANCELLED = "cancelled"
-    SUPERSEDED = "superseded"
-    FAILED = "failed"
-
-    @property
-    def is_final(self) -> bool:
-        return self in FINAL_STATES
-
-
-FINAL_STATES = frozenset(
-    {MessageState.DONE, MessageState.CANCELLED, MessageState.SUPERSEDED, MessageState.FAILED}
-)
-RETRYABLE_STATES = FINAL_STATES - {MessageState.DONE}
-
-
-class SlotState(enum.Enum):
-    IDLE = "idle"  # no turn
-    STARTING = "starting"  # StartTurn is out; the driver may be cold-starting the agent
-    RUNNING = "running"  # the prompt went out
-    CANCELLING = "cancelling"  # CancelTurn is out; waiting for the turn to end
-
-
-class GateState(enum.Enum):
-    OPEN = "open"
-    PAUSED = "paused"
-    CLOSED = "closed"
-
-
-class AgentState(enum.Enum):
-    ALIVE = "alive"
-    GONE = "gone"  # gone for good: nothing starts by itself
-    TO_REVIVE = "to_revive"  # gone, but the user asked for work since: revive before the next turn
 
 
 # -- what the driver reports about a turn -----------------------------------------------------
@@ -305,31 +272,6 @@ class Idle:
 
 
 Action = StartTurn | CancelTurn | ReviveAgent | MessageFinal | Idle
-
-
-@record
-class MessageRecord:
-    """One message as the machine sees it (and as a store persists it).
-
-    ``stop_reason`` is what the agent answered, if it answered (kept even when the turn counts
-    as cancelled); ``error`` and ``recoverable`` are set for FAILED only.
-    """
-
-    seq: int
-    state: MessageState
-    attempt: int = 1
-    stop_reason: str | None = None
-    error: str | None = None
-    recoverable: bool | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.seq, bool) or not isinstance(self.seq, int) or self.seq < 0:
-            raise ValueError(f"seq must be an int >= 0, not {self.seq!r}")
-        if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 1:
-            raise ValueError(f"attempt must be an int >= 1, not {self.attempt!r}")
-        failed = self.state is MessageState.FAILED
-        if failed != (self.error is not None) or failed != (self.recoverable is not None):
-            raise ValueError(f"error and recoverable go with FAILED and only FAILED: {self!r}")
 
 
 # -- transition tables: (state, event type) -> state ------------------------------------------
