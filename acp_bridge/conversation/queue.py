@@ -2,7 +2,8 @@
 
 :class:`QueueMachine` decides; an async driver performs the actions it returns (prompt, cancel,
 revive the agent, persist a final state) and reports back. No I/O and no clock: every method is
-synchronous and returns the actions to perform, in order. The tables are in :mod:`.queue_model`.
+synchronous and returns the actions to perform, in order. The tables are in :mod:`.queue_model`;
+the state and what may be read of it (:class:`~.queue_views.QueueViews`) in :mod:`.queue_views`.
 
 Theory of operation
 -------------------
@@ -59,7 +60,6 @@ messages, so history is never replayed and an empty queue prompts nothing.
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 from collections.abc import Iterable
 
 from acp_bridge.conversation.queue_model import (
@@ -80,7 +80,6 @@ from acp_bridge.conversation.queue_model import (
     GateState,
     Halted,
     Idle,
-    IdleReason,
     MessageFinal,
     MessageRecord,
     MessageState,
@@ -101,41 +100,20 @@ from acp_bridge.conversation.queue_model import (
     next_state,
     verdict,
 )
+from acp_bridge.conversation.queue_views import QueueViews, TurnInSlot
 from acp_bridge.errors import LocalProtocolError, ResourceClosedError
-from acp_bridge.record import record
 
 __all__ = ["QueueMachine"]
 
 
-@record
-class _Turn:
-    """The turn in the slot: which attempt, the generation its start was decided under, and
-    who asked to cancel it (None: nobody)."""
-
-    seq: int
-    attempt: int
-    generation: int
-    cancel: CancelReason | None = None
-
-
-class QueueMachine:
+class QueueMachine(QueueViews):
     """One conversation's queue. Every method returns the actions to perform, in order.
 
-    See the module docstring for the rules. Methods that take a ``seq`` raise ValueError for a
-    seq they cannot accept; user operations after :meth:`close` raise ResourceClosedError.
+    See the module docstring for the rules; the read-only views (``slot``, ``queued``,
+    ``running``, ``message``, ``is_idle`` ...) come from :class:`~.queue_views.QueueViews`.
+    Methods that take a ``seq`` raise ValueError for a seq they cannot accept; user operations
+    after :meth:`close` raise ResourceClosedError.
     """
-
-    def __init__(self) -> None:
-        self._messages: dict[int, MessageRecord] = {}
-        self._queue: deque[int] = deque()
-        self._slot = SlotState.IDLE
-        self._turn: _Turn | None = None
-        self._gate = GateState.OPEN
-        self._agent = AgentState.ALIVE
-        self._generation = 0
-        self._last_seq = -1
-        # The last Idle notified, until a turn starts. A new machine is trivially drained.
-        self._idle: IdleReason | None = "drained"
 
     @classmethod
     def restore(
@@ -167,77 +145,6 @@ class QueueMachine:
         for seq in cut:
             actions += machine._finish(seq, crashed)
         return machine, actions + machine.pump()
-
-    def __repr__(self) -> str:
-        turn = "" if self._turn is None else f" seq={self._turn.seq}"
-        return (
-            f"<QueueMachine [{self._slot.name}{turn}, {self._gate.name}, {self._agent.name},"
-            f" {len(self._queue)} queued, generation {self._generation}]>"
-        )
-
-    # -- what the driver and tests may look at ---------------------------------------------
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    @property
-    def slot(self) -> SlotState:
-        return self._slot
-
-    @property
-    def gate(self) -> GateState:
-        return self._gate
-
-    @property
-    def agent(self) -> AgentState:
-        return self._agent
-
-    @property
-    def queued(self) -> tuple[int, ...]:
-        """QUEUED seqs in prompt order, not counting one whose start is outstanding."""
-        return tuple(self._queue)
-
-    @property
-    def starting(self) -> StartTurn | None:
-        """The outstanding start, if the slot is STARTING."""
-        turn = self._turn
-        if turn is None or self._slot is not SlotState.STARTING:
-            return None
-        return StartTurn(turn.seq, turn.attempt, turn.generation)
-
-    @property
-    def running(self) -> int | None:
-        """The seq whose prompt is out (RUNNING or being cancelled), if any."""
-        if self._turn is None or self._slot is SlotState.STARTING:
-            return None
-        return self._turn.seq
-
-    @property
-    def next_seq(self) -> int:
-        """The smallest seq :meth:`send` accepts."""
-        return self._last_seq + 1
-
-    def message(self, seq: int) -> MessageRecord:
-        """Raises KeyError for an unknown seq."""
-        return self._messages[seq]
-
-    def messages(self) -> tuple[MessageRecord, ...]:
-        return tuple(self._messages[seq] for seq in sorted(self._messages))
-
-    def is_idle(self) -> bool:
-        """True when no turn is in the slot and none will start by itself."""
-        return self._idle_reason() is not None
-
-    def is_current_start(self, seq: int, generation: int) -> bool:
-        """Whether the start ``(seq, generation)`` still stands; for the driver to check after
-        each await of a cold start. Commits nothing."""
-        turn = self._turn
-        return (
-            self._slot is SlotState.STARTING
-            and turn is not None
-            and (turn.seq, turn.generation) == (seq, generation)
-        )
 
     # -- user operations --------------------------------------------------------------------
 
@@ -281,11 +188,6 @@ class QueueMachine:
         self._generation += 1
         self._request_work()
         return self.pump()
-
-    @property
-    def is_closed(self) -> bool:
-        """:meth:`close` was called: nothing is sent or started any more."""
-        return self._gate is GateState.CLOSED
 
     def retry(self, seq: int) -> list[Action]:
         """Re-queue a CANCELLED, SUPERSEDED or FAILED message at the end of the queue, as a new
@@ -378,7 +280,7 @@ class QueueMachine:
                 actions.append(ReviveAgent(self._generation))
             seq = self._queue.popleft()
             self._slot = next_state(SLOT_TRANSITIONS, self._slot, StartDecided(seq))
-            turn = _Turn(seq, self._messages[seq].attempt, self._generation)
+            turn = TurnInSlot(seq, self._messages[seq].attempt, self._generation)
             self._turn = turn
             actions.append(StartTurn(turn.seq, turn.attempt, turn.generation))
         reason = self._idle_reason()
@@ -415,7 +317,7 @@ class QueueMachine:
         self._turn = dataclasses.replace(turn, cancel=reason)
         return [CancelTurn(turn.seq, reason)]
 
-    def _withdraw_start(self) -> _Turn:
+    def _withdraw_start(self) -> TurnInSlot:
         turn = self._turn
         assert turn is not None
         self._slot = next_state(SLOT_TRANSITIONS, self._slot, StartWithdrawn(turn.seq))
@@ -436,13 +338,3 @@ class QueueMachine:
             MessageFinal(seq, new.attempt, new.state, new.stop_reason, new.error, new.recoverable)
         ]
 
-    def _idle_reason(self) -> IdleReason | None:
-        if self._slot is not SlotState.IDLE:
-            return None
-        if self._gate is GateState.CLOSED:
-            return "closed"
-        if self._agent is AgentState.GONE:
-            return "agent_gone"
-        if self._gate is GateState.PAUSED:
-            return "paused"
-        return None if self._queue else "drained"
