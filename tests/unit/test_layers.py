@@ -53,6 +53,7 @@ PURE_MODULES = [
     "session/turn.py",
     "conversation/queue.py",
     "conversation/queue_model.py",
+    "conversation/queue_states.py",
     "conversation/reconcile.py",
     "agents/mock_script.py",
     "proxy/frames.py",
