@@ -52,6 +52,7 @@ PURE_MODULES = [
     "client/turn_machine.py",
     "session/turn.py",
     "conversation/queue.py",
+    "conversation/queue_views.py",
     "conversation/queue_model.py",
     "conversation/queue_states.py",
     "conversation/reconcile.py",
