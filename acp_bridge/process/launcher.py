@@ -24,14 +24,16 @@ grandchild that inherited stdout keeps the pipe open long after the agent died.
 
 stderr is always drained (an agent blocked on a full stderr pipe would hang); its last lines are
 kept for error messages and can be forwarded, line by line, to a callback.
+
+Starting the process (own session, dying with us, pipe-sized reads) is
+:mod:`acp_bridge.process.spawn`; ``PIPE_READ_BYTES`` and ``read_in_pipe_sized_chunks`` are
+re-exported here, so the old import paths keep working.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
-import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -42,20 +44,21 @@ import anyio
 import psutil
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
-from acp_bridge.errors import SpawnError
 from acp_bridge.process import killer
-from acp_bridge.process.parent_death import dying_with_parent
+from acp_bridge.process.spawn import PIPE_READ_BYTES, read_in_pipe_sized_chunks, spawn_agent
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.record import record
 
 __all__ = [
     "KILL_WAIT_S",
+    "PIPE_READ_BYTES",
     "STDIN_CLOSE_GRACE_S",
     "TERM_GRACE_S",
     "AgentProcess",
     "ExitStatus",
     "ShutdownTimeouts",
     "open_agent",
+    "read_in_pipe_sized_chunks",
 ]
 
 log = logging.getLogger(__name__)
@@ -349,7 +352,7 @@ async def open_agent(
         SpawnError: the command could not be started (``__cause__`` holds the OSError).
     """
     if process is None:
-        process = await _spawn(spec, base_env)
+        process = await spawn_agent(spec, base_env)
     agent = AgentProcess(spec, process, stderr_forward, stderr_tail_lines, shutdown)
     log.debug("started %s (pid %d): %s", spec.name, agent.pid, spec.display_command)
     try:
@@ -370,62 +373,3 @@ async def open_agent(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from group.exceptions[0].__cause__
         raise
-
-
-def _on_asyncio() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-async def _spawn(spec: AgentSpec, base_env: Mapping[str, str] | None) -> Process:
-    env = None
-    if spec.changes_env:
-        if base_env is None:
-            raise ValueError("a spec that changes the environment needs base_env")
-        env = spec.resolve_env(base_env)
-    try:
-        process = await anyio.open_process(
-            dying_with_parent(
-                spec.argv,
-                cwd=spec.cwd,
-                env=env,
-                # asyncio forks in this (the loop's) thread; trio in a short-lived worker
-                forked_by_this_thread=_on_asyncio(),
-            ),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=spec.cwd,
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise SpawnError(f"could not start {spec.name} ({spec.display_command}): {reason}") from exc
-    read_in_pipe_sized_chunks(process)
-    return process
-
-
-PIPE_READ_BYTES: Final = 64 * 1024
-"""What one read of an agent's stdout or stderr asks for on asyncio: a pipe's default capacity.
-
-asyncio's pipe transport asks ``os.read`` for 256 KiB each time, although a pipe never holds
-more than its capacity (64 KiB by default). A 256 KiB buffer is above glibc's mmap threshold,
-so every read maps fresh pages and faults them in: measured here, a read of 43 KB took 61 µs
-asking 256 KiB and 17 µs asking 64 KiB. During a flood of updates that is most of the relay's
-read cost. trio already reads what the caller asks for."""
-
-
-def read_in_pipe_sized_chunks(process: Process) -> None:
-    """On asyncio, make the pipe transports of ``process`` read :data:`PIPE_READ_BYTES` at a
-    time (see there). A no-op on trio, or if asyncio's transport lacks the attribute."""
-    transport = getattr(process, "_transport", None)
-    if not isinstance(transport, asyncio.SubprocessTransport):
-        return
-    for fd in (1, 2):
-        pipe = transport.get_pipe_transport(fd)
-        if pipe is not None and hasattr(pipe, "max_size"):
-            pipe.max_size = PIPE_READ_BYTES
