@@ -150,36 +150,44 @@ class StoreBase:
         if not self._commits_without_waiting or not self._lock.acquire(blocking=False):
             return False
         try:
-            conn = self._open_connection()
-            conn.execute("PRAGMA busy_timeout = 0")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error:  # busy: another process writes (or the slow way will say)
-                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-                return False
-            self._batch_thread = threading.get_ident()
-            committed = False
-            try:
-                if work():
-                    conn.execute("COMMIT")
-                    committed = True
-                    self._committed(conn)
-            except sqlite3.Error:
-                pass  # rolled back below; the slow way runs it again and reports the error
-            finally:
-                self._batch_thread = None
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-            return committed
+            conn = self._conn
+            if conn is None:
+                return False  # closed: the slow way raises ResourceClosedError for each call
+            return self._commit_without_waiting(conn, work)
         finally:
             self._lock.release()
+
+    def _commit_without_waiting(self, conn: sqlite3.Connection, work: Callable[[], bool]) -> bool:
+        # With the lock held. Any sqlite3 error declines: nothing is kept, and the slow way
+        # runs the same work again and reports what fails.
+        committed = False
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")  # busy at once if another process writes
+                    self._batch_thread = threading.get_ident()
+                    if work():
+                        conn.execute("COMMIT")
+                        committed = True
+                        self._committed(conn)
+                finally:
+                    self._batch_thread = None
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        except sqlite3.Error:
+            pass  # declined (or, after the commit, kept: committed says which)
+        return committed
 
     def _committed(self, conn: sqlite3.Connection) -> None:
         """After each commit: count it for the background checkpoints, and go back to SQLite's
         own checkpoints if those fell too far behind (the WAL's bound)."""
         if self._checkpointer is not None and self._checkpointer.committed():
             conn.execute("PRAGMA wal_autocheckpoint = 1000")
+            # A commit may now run a checkpoint, and fsync: never again on an event loop.
+            self._commits_without_waiting = False
 
     def _open_connection(self) -> sqlite3.Connection:
         if self._conn is None:

@@ -95,6 +95,9 @@ def test_the_store_turns_sqlite_checkpoints_back_on_at_the_bound(path: Path) -> 
         add(store, 16)
         assert store._conn is not None
         assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        # A commit may now checkpoint and fsync: no longer on the caller's (an event loop's)
+        # thread.
+        assert not store.commit_now_if_free(lambda: add_one(store, "late"))
 
 
 def test_closing_the_store_stops_its_checkpoint_thread(path: Path) -> None:
@@ -151,6 +154,12 @@ def test_a_store_that_fsyncs_every_commit_always_declines(path: Path) -> None:
         store.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
         assert not store.commit_now_if_free(lambda: add_one(store, "a"))
         assert store.queued("c") == []
+
+
+def test_a_closed_store_declines_and_leaves_the_error_to_the_slow_way(path: Path) -> None:
+    store = QueueStore.open(path)
+    store.close()
+    assert not store.commit_now_if_free(lambda: True)
 
 
 def test_work_that_fails_keeps_nothing_and_leaves_the_store_usable(store: QueueStore) -> None:
