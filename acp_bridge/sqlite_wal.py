@@ -14,9 +14,11 @@ wait for the disk (measured on the queue store: 30% of a draining queue's store 
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from typing import Final
 
 __all__ = ["CHECKPOINT_EVERY", "WalCheckpointer", "use_wal"]
@@ -73,6 +75,9 @@ class WalCheckpointer:
 
     def __init__(self, path: str, *, every: int = CHECKPOINT_EVERY) -> None:
         self._path = path
+        # Opened later, from another thread: absolute now (a chdir meanwhile must not change
+        # the file), and read-write only (never create an empty file where the store was).
+        self._uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
         self._every = every
         self._commits = 0
         self._done_at = 0  # the commit count when the last checkpoint began
@@ -124,7 +129,9 @@ class WalCheckpointer:
         conn: sqlite3.Connection | None = None
         failed = False
         try:
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                self._uri, uri=True, isolation_level=None, check_same_thread=False
+            )
             while True:
                 self._wake.wait()
                 self._wake.clear()

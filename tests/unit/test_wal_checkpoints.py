@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import pytest
@@ -40,7 +41,7 @@ def store(path: Path) -> Iterator[QueueStore]:
 def messages_in_the_main_file(path: Path) -> int:
     """Messages that reached the database file itself, not only its WAL (``immutable``: SQLite
     then reads the main file alone)."""
-    conn = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+    conn = sqlite3.connect(f"file:{quote(str(path))}?immutable=1", uri=True)
     try:
         return int(conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
     except sqlite3.OperationalError:  # not even the table's pages reached it
@@ -65,6 +66,24 @@ def test_commits_leave_checkpoints_to_the_background_thread(
     add(store, checkpointer._every)  # the first checkpoint's worth
     assert checkpointer.wait_for(done + 1, timeout=30)
     assert messages_in_the_main_file(path) >= 1
+
+
+def test_the_thread_finds_its_file_after_a_chdir_and_with_uri_characters_in_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread opens the file later: by its absolute path, quoted for a URI, read-write only
+    (it never creates an empty database somewhere else)."""
+    folder = tmp_path / "a b?c#d%e"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    with QueueStore.open("queue.sqlite3") as store:
+        store.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
+        monkeypatch.chdir(tmp_path)
+        assert store._checkpointer is not None
+        add(store, store._checkpointer._every)
+        assert store._checkpointer.wait_for(1, timeout=30)
+    assert messages_in_the_main_file(folder / "queue.sqlite3") >= 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a b?c#d%e"]  # nothing created here
 
 
 def test_without_the_background_thread_no_commit_checkpoints(path: Path) -> None:
