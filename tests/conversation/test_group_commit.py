@@ -4,8 +4,6 @@ one failing call never fails or loses its neighbours. Real SQLite files, real wo
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,21 +13,9 @@ from acp_bridge.conversation.group_commit import GroupCommit
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.errors import UnknownConversationError
 from tests.conversation.gates import leave_the_event_loop
+from tests.conversation.stores import text
 
 pytestmark = pytest.mark.anyio
-
-AGENT = {"name": "echo", "argv": ["python", "echo_agent.py"], "env": {}, "cwd": "/work"}
-
-
-def text(value: str) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": value}]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[QueueStore]:
-    with QueueStore.open(tmp_path / "queue.sqlite3") as opened:
-        opened.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
-        yield opened
 
 
 class Gate:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -28,28 +27,12 @@ from acp_bridge.conversation.store import (
     UnknownMessageError,
 )
 from acp_bridge.errors import QueueStoreError, ResourceClosedError
+from tests.conversation.stores import AGENT, text
 from tests.lockstep import open_in_lockstep
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT = {"name": "echo", "argv": ["python", "echo_agent.py"], "env": {}, "cwd": "/work"}
 FINAL = [MessageState.DONE, MessageState.CANCELLED, MessageState.SUPERSEDED, MessageState.FAILED]
 FAILURE = {"code": "agent_exited", "message": "the agent exited", "details": {}}
-
-
-def text(value: str) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": value}]
-
-
-@pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "queue.sqlite3"
-
-
-@pytest.fixture
-def store(path: Path) -> Iterator[QueueStore]:
-    with QueueStore.open(path) as opened:
-        opened.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
-        yield opened
 
 
 def raw(path: Path) -> closing[sqlite3.Connection]:

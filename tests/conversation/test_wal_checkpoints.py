@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import anyio
@@ -18,24 +16,7 @@ from acp_bridge.conversation.group_commit import GroupCommit
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.errors import QueueStoreError
 from acp_bridge.sqlite_wal import WalCheckpointer
-
-AGENT = {"name": "echo", "argv": ["python", "echo_agent.py"], "env": {}, "cwd": "/work"}
-
-
-def text(value: str) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": value}]
-
-
-@pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "queue.sqlite3"
-
-
-@pytest.fixture
-def store(path: Path) -> Iterator[QueueStore]:
-    with QueueStore.open(path) as opened:
-        opened.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
-        yield opened
+from tests.conversation.stores import AGENT, text
 
 
 def messages_in_the_main_file(path: Path) -> int:
