@@ -74,3 +74,33 @@ def test_only_power_waits_for_the_disk_at_each_commit(tmp_path: Path) -> None:
     # Three messages make at least six commits (each send; each final state with the next
     # start), each fsynced under power only.
     assert counts["power"] >= counts["process"] + 6
+
+
+def test_runs_sharing_a_store_commit_around_each_other(tmp_path: Path) -> None:
+    """A commit runs on the bridge's event loop only when nothing would make it wait; while
+    another process writes, it waits in a worker thread instead. Three runs draining 150
+    messages each into one new store at once: all exit 0, every message is done, and the last
+    close leaves no WAL behind (the background checkpoints and the final one kept up)."""
+    store = tmp_path / "shared.db"
+    lines = "".join(f"msg {n}\n" for n in range(150))
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "acp_bridge", "run", "--store", str(store), "--", *ECHO],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=ENV,
+        )
+        for _ in range(3)
+    ]
+    outcomes = [process.communicate(lines, timeout=120) for process in runs]
+    assert [process.returncode for process in runs] == [0, 0, 0], [err for _, err in outcomes]
+    with QueueStore.open(store) as opened:
+        conversations = opened.list_conversations()
+        assert len(conversations) == 3
+        for conversation in conversations:
+            states = [m.state.value for m in opened.messages(conversation.id)]
+            assert states == ["done"] * 150
+    assert not (tmp_path / "shared.db-wal").exists()
