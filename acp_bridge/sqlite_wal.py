@@ -88,6 +88,10 @@ class WalCheckpointer:
         self._progress = threading.Condition()
         self.checkpoints = 0
         """Checkpoints done so far."""
+        self.restarts_due = 0
+        """Checkpoints so far that copied the whole WAL back. After each, the next transaction
+        that writes starts the WAL over, and SQLite fsyncs the new WAL header in that commit:
+        the store lets such a commit run only where waiting for the disk blocks nothing."""
 
     def committed(self) -> bool:
         """Count a commit (call it from the committing thread). True once, when the backlog
@@ -139,13 +143,15 @@ class WalCheckpointer:
                     return
                 started_at = self._commits
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                 except sqlite3.Error as exc:
                     if not failed:
                         log.warning("%s: background checkpoint failed: %s", self._path, exc)
                     failed = True
                     continue
                 self._done_at = started_at
+                if not busy and frames > 0 and copied == frames:
+                    self.restarts_due += 1
                 with self._progress:
                     self.checkpoints += 1
                     self._progress.notify_all()

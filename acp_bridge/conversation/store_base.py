@@ -50,6 +50,11 @@ class StoreBase:
         if path != ":memory:" and not path.startswith("file:"):
             self._checkpointer = WalCheckpointer(path)
             conn.execute("PRAGMA wal_autocheckpoint = 0")
+        elif path != ":memory:":
+            self._commits_without_waiting = False  # a URI: SQLite checkpoints in its commits
+        # The WAL restarts the background checkpoints made due, paid by commits that may wait
+        # (see WalCheckpointer.restarts_due).
+        self._restarts_paid = 0
 
     @property
     def path(self) -> str:
@@ -92,13 +97,14 @@ class StoreBase:
         """
         with self._lock:
             conn = self._open_connection()
+            due = self._restarts_due()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 self._batch_thread = threading.get_ident()
                 try:
                     yield
                     conn.execute("COMMIT")
-                    self._committed(conn)
+                    self._committed(conn, restarts_paid=due)
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
@@ -120,13 +126,14 @@ class StoreBase:
             return
         with self._lock:
             conn = self._open_connection()
+            due = self._restarts_due()
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
                     yield conn
                     conn.execute("COMMIT")
                     if write:
-                        self._committed(conn)
+                        self._committed(conn, restarts_paid=due)
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
@@ -147,7 +154,11 @@ class StoreBase:
         (:class:`~acp_bridge.sqlite_wal.WalCheckpointer`). ``work`` runs its store calls, which
         join this transaction, as in :meth:`batch`.
         """
-        if not self._commits_without_waiting or not self._lock.acquire(blocking=False):
+        if (
+            not self._commits_without_waiting
+            or self._restarts_due() != self._restarts_paid  # this commit would fsync
+            or not self._lock.acquire(blocking=False)
+        ):
             return False
         try:
             conn = self._conn
@@ -181,9 +192,16 @@ class StoreBase:
             pass  # declined (or, after the commit, kept: committed says which)
         return committed
 
-    def _committed(self, conn: sqlite3.Connection) -> None:
+    def _restarts_due(self) -> int:
+        return 0 if self._checkpointer is None else self._checkpointer.restarts_due
+
+    def _committed(self, conn: sqlite3.Connection, *, restarts_paid: int | None = None) -> None:
         """After each commit: count it for the background checkpoints, and go back to SQLite's
-        own checkpoints if those fell too far behind (the WAL's bound)."""
+        own checkpoints if those fell too far behind (the WAL's bound). ``restarts_paid``: the
+        WAL restarts due when this commit's transaction began (it made the restart, so a
+        commit on an event loop's thread need not)."""
+        if restarts_paid is not None:
+            self._restarts_paid = max(self._restarts_paid, restarts_paid)
         if self._checkpointer is not None and self._checkpointer.committed():
             conn.execute("PRAGMA wal_autocheckpoint = 1000")
             # A commit may now run a checkpoint, and fsync: never again on an event loop.

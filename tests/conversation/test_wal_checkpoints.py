@@ -76,6 +76,27 @@ def test_without_the_background_thread_no_commit_checkpoints(path: Path) -> None
     assert messages_in_the_main_file(path) == 300  # the last close checkpoints it all
 
 
+def test_the_commit_that_starts_the_wal_over_is_not_made_on_the_callers_thread(
+    store: QueueStore,
+) -> None:
+    """After a checkpoint that copied the whole WAL back, the next writing transaction starts
+    the WAL over, and SQLite fsyncs the new WAL header in that commit (strace showed the
+    fdatasync on the event loop's thread). So the store declines to make that commit on the
+    caller's thread until a commit that may wait has made the restart."""
+    checkpointer = store._checkpointer
+    assert checkpointer is not None
+    add(store, checkpointer._every - 1)  # with the conversation's: one checkpoint's worth
+    assert checkpointer.wait_for(1, timeout=30)
+    assert checkpointer.restarts_due == 1  # nothing was reading: everything was copied
+    assert not store.commit_now_if_free(lambda: add_one(store, "would fsync"))
+    add_one(store, "pays the restart")  # the way a worker thread commits
+    assert store.commit_now_if_free(lambda: add_one(store, "on the loop again"))
+    assert [m.content for m in store.queued("c")][-2:] == [
+        text("pays the restart"),
+        text("on the loop again"),
+    ]
+
+
 def test_a_checkpointer_that_cannot_keep_up_hands_checkpoints_back(tmp_path: Path) -> None:
     """The WAL's bound: with no checkpoint done for 16 x ``every`` commits, ``committed`` says
     so, once (the store then turns SQLite's own checkpoints back on)."""
