@@ -93,12 +93,13 @@ class PromptFlow:
         # Bookkeeping first, with no await in between, then the writes: a generation that
         # ends meanwhile must find the tables as the actions left them.
         writes: list[tuple[Generation | None, bytes, QueuedPrompt | None]] = []
+        no_agent: list[QueuedPrompt] = []
         for action in actions:
             if isinstance(action, ForwardPrompt):
                 gen = self._agents.generation
                 forwarded = action.prompt
                 if gen is None or not gen.alive:
-                    self._turns.unsend(forwarded)  # no agent to take it: after the restore
+                    no_agent.append(forwarded)  # nobody to take it: after the restore
                     continue
                 pending = _pending_prompt(forwarded.id, forwarded.session_id, gen.number)
                 self._editor_requests.add(pending)
@@ -122,6 +123,7 @@ class PromptFlow:
                 message = "too many prompts queued for this session"
                 error = answers.error_answer(action.prompt.id, answers.INTERNAL_ERROR, message)
                 writes.append((None, error, None))
+        self._turns.unsend(*no_agent)
         for target, line, prompt in writes:
             if target is None:
                 await self._editor.send(line)
@@ -136,7 +138,8 @@ class PromptFlow:
             return  # answered meanwhile (the agent gone for good)
         self._turns.unsend(prompt)
         if self._agents.is_ready:  # a restore finished meanwhile: nothing else will resume it
-            await self.resume()
+            lost = self._registry.lost_reason(prompt.session_id) is not None
+            await self.resume([prompt.session_id] if lost else [])
 
     async def _grace_timer(self, session_id: str, deadline: float) -> None:
         await anyio.sleep_until(deadline)

@@ -125,13 +125,20 @@ class PromptTurns:
     def prompt(self, prompt: QueuedPrompt, now: float) -> list[TurnsAction]:
         """The editor sent ``session/prompt``."""
         session = self._sessions.setdefault(prompt.session_id, _Session())
-        if session.in_flight and self._queueing:
+        if self._queueing and (session.in_flight or session.queue):
+            # Behind the turn in flight, and behind prompts waiting for a restore to resume
+            # them (cut, or sent back by unsend): never ahead of them.
             if len(session.queue) >= self._max_queued:
                 return [RefuseQueueFull(prompt)]
             session.queue.append(prompt)
             return []
+        actions: list[TurnsAction] = []
+        while session.queue:  # no queueing: what waits for a restore goes first
+            waiting = session.queue.popleft()
+            session.in_flight[waiting.key] = (waiting, TurnMachine(self._timings, now=now))
+            actions.append(ForwardPrompt(waiting))
         session.in_flight[prompt.key] = (prompt, TurnMachine(self._timings, now=now))
-        return [ForwardPrompt(prompt)]
+        return [*actions, ForwardPrompt(prompt)]
 
     def answered(
         self, session_id: str, key: IdKey, stop_reason: str | None, now: float
@@ -193,14 +200,15 @@ class PromptTurns:
             session.in_flight.clear()
         return cut
 
-    def unsend(self, prompt: QueuedPrompt) -> None:
-        """``prompt`` was forwarded but never reached the agent (its write was refused, or no
-        agent was there): it leaves the turns in flight and goes back to the head of its
-        session's queue, for :meth:`resume` to forward after the restore. (It was admitted
-        once, so it may take the queue one past ``max_queued``.)"""
-        session = self._sessions.setdefault(prompt.session_id, _Session())
-        session.in_flight.pop(prompt.key, None)
-        session.queue.appendleft(prompt)
+    def unsend(self, *prompts: QueuedPrompt) -> None:
+        """``prompts`` were forwarded, in this order, but never reached the agent (their write
+        was refused, or no agent was there): they leave the turns in flight and go back to the
+        head of their sessions' queues, in the same order, for :meth:`resume` to forward after
+        the restore. (They were admitted once, so a queue may go past ``max_queued``.)"""
+        for prompt in reversed(prompts):
+            session = self._sessions.setdefault(prompt.session_id, _Session())
+            session.in_flight.pop(prompt.key, None)
+            session.queue.appendleft(prompt)
 
     def resume(
         self, now: float, lost: Iterable[str] = ()

@@ -109,6 +109,34 @@ def test_a_prompt_the_agent_never_got_goes_first_after_the_restore() -> None:
     assert actions == [ForwardPrompt(_prompt(1))] and refused == []
     assert turns.answered("s", _prompt(1).key, "end_turn", now=2) == [ForwardPrompt(_prompt(2))]
 
+
+def test_a_prompt_never_overtakes_one_waiting_for_the_restore() -> None:
+    """Review finding: a prompt sent back by unsend waits for resume() with nothing in flight;
+    a prompt arriving meanwhile went straight to the agent, ahead of it."""
+    turns = PromptTurns(2.0)
+    turns.prompt(_prompt(1), now=0)
+    turns.unsend(_prompt(1))
+    assert turns.prompt(_prompt(2), now=0) == []  # behind 1
+    actions, _refused = turns.resume(now=1)
+    assert actions == [ForwardPrompt(_prompt(1))]
+    unqueued = PromptTurns(2.0, queueing=False)
+    unqueued.prompt(_prompt(1), now=0)
+    unqueued.unsend(_prompt(1))
+    assert unqueued.prompt(_prompt(2), now=0) == [
+        ForwardPrompt(_prompt(1)),
+        ForwardPrompt(_prompt(2)),
+    ]
+
+
+def test_prompts_sent_back_together_keep_their_order() -> None:
+    turns = PromptTurns(2.0, queueing=False)
+    turns.prompt(_prompt(1), now=0)
+    turns.prompt(_prompt(2), now=0)
+    turns.unsend(_prompt(1), _prompt(2))
+    actions, _refused = turns.resume(now=1)
+    assert actions == [ForwardPrompt(_prompt(1))]  # one at a time after a restore, in order
+    assert turns.answered("s", _prompt(1).key, "end_turn", now=2) == [ForwardPrompt(_prompt(2))]
+
 def test_agent_request_ids_are_rewritten_only_when_still_in_use() -> None:
     table = AgentRequests()
     first = table.add(1, 0, "session/request_permission")
