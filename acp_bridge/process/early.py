@@ -28,9 +28,9 @@ import anyio
 import anyio.to_thread
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
-from acp_bridge.errors import SpawnError
 from acp_bridge.process.parent_death import dying_with_parent
 from acp_bridge.process.spec import AgentSpec
+from acp_bridge.process.start_args import PIPED_SESSION, start_failure
 from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
 
 __all__ = ["AdoptedProcess", "discard", "spawn_early"]
@@ -50,16 +50,12 @@ def spawn_early(
     try:
         return subprocess.Popen(
             dying_with_parent(spec.argv, cwd=spec.cwd, env=env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
             cwd=spec.cwd,
             env=env,
-            start_new_session=True,
+            **PIPED_SESSION,
         )
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise SpawnError(f"could not start {spec.name} ({spec.display_command}): {reason}") from exc
+        raise start_failure(spec, exc) from exc
 
 
 def discard(popen: subprocess.Popen[bytes]) -> None:

@@ -9,16 +9,15 @@ launcher's job, not this module's.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import Mapping
 from typing import Final
 
 import anyio
 from anyio.abc import Process
 
-from acp_bridge.errors import SpawnError
 from acp_bridge.process.parent_death import dying_with_parent
 from acp_bridge.process.spec import AgentSpec
+from acp_bridge.process.start_args import PIPED_SESSION, start_failure
 
 __all__ = ["PIPE_READ_BYTES", "read_in_pipe_sized_chunks", "spawn_agent"]
 
@@ -52,16 +51,12 @@ async def spawn_agent(spec: AgentSpec, base_env: Mapping[str, str] | None) -> Pr
                 # asyncio forks in this (the loop's) thread; trio in a short-lived worker
                 forked_by_this_thread=_on_asyncio(),
             ),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
             cwd=spec.cwd,
             env=env,
-            start_new_session=True,
+            **PIPED_SESSION,
         )
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise SpawnError(f"could not start {spec.name} ({spec.display_command}): {reason}") from exc
+        raise start_failure(spec, exc) from exc
     read_in_pipe_sized_chunks(process)
     return process
 
