@@ -84,13 +84,16 @@ class PendingCall(Generic[_T]):
     async def result(self) -> _T:
         """The call's value once committed, or its error raised here."""
         owner = self._owner
+        declined = False
         if not self.settled and not owner.committing:
-            owner.commit_now()  # the common case: no wait, so nothing to shield
+            declined = not owner.commit_now()  # the common case: no wait, nothing to shield
         if not self.settled:
             with anyio.CancelScope(shield=True):
                 while not self.settled:
                     if not owner.committing:
-                        await owner.commit_queued()
+                        # Just declined: straight to the worker thread, not a second try here.
+                        await owner.commit_queued(try_now=not declined)
+                        declined = False
                         continue
                     self._wake = anyio.Event()
                     await self._wake.wait()
@@ -132,11 +135,11 @@ class GroupCommit:
             call.settle()
         return True
 
-    async def commit_queued(self) -> None:
+    async def commit_queued(self, *, try_now: bool = True) -> None:
         """Commit every queued call: at once in this thread when the store can commit without
-        waiting, else in one worker-thread trip; then wake the callers queued meanwhile, so one
-        of them commits the next batch."""
-        if self.commit_now():
+        waiting (unless ``try_now`` is False), else in one worker-thread trip; then wake the
+        callers queued meanwhile, so one of them commits the next batch."""
+        if try_now and self.commit_now():
             return
         calls = list(self._queued)
         self._queued.clear()
