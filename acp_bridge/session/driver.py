@@ -11,8 +11,10 @@ Fencing the next turn from the last one's late updates (decided here, see edge-c
 * an update whose ``messageId`` belongs to the previous turn never reaches the next one;
 * after a turn that was cancelled or failed, the next prompt waits until the session has been
   quiet for ``settle_s`` (at most ``settle_max_s``), so a burst the agent keeps sending after
-  its answer lands outside any turn. A turn that ended normally needs no wait: the protocol
-  puts every update of a turn before its answer;
+  its answer lands outside any turn. The quiet is counted from the turn's end: a next prompt
+  that comes later than ``settle_s`` after it, with nothing received since, goes out at once.
+  A turn that ended normally needs no wait: the protocol puts every update of a turn before
+  its answer;
 * a quarantined agent is replaced, and its session restored, before the next prompt.
 """
 
@@ -68,6 +70,8 @@ class TurnDriver:
         self._pending_cancel: str | None = None
         self._waiting: anyio.CancelScope | None = None
         self._must_settle = False
+        self._quiet_since = 0.0
+        self._updates_at_end = 0
 
     @property
     def last_response(self) -> PromptResponse | None:
@@ -138,6 +142,9 @@ class TurnDriver:
         outcome = turn.machine.outcome
         assert outcome is not None
         self._must_settle = outcome.status != "done"
+        if self._must_settle:
+            self._quiet_since = anyio.current_time()
+            self._updates_at_end = self.session.updates_seen
         return outcome
 
     async def _drive(self, turn: Turn, on_event: EventSink | None) -> None:
@@ -193,13 +200,22 @@ class TurnDriver:
             await on_event(closed)
 
     async def _settle(self) -> None:
-        """Wait for the session to be quiet (see the module docstring); bounded."""
+        """Wait until the session has been quiet for ``settle_s`` (see the module docstring),
+        counting from the last turn's end; bounded by ``settle_max_s`` from now.
+
+        The session counts updates instead of stamping them (a clock read per update costs
+        the hot path), so quiet means: the count did not move across a whole window. An
+        update seen after the turn's end starts a new window from now."""
         session = self.session
+        settle_s = self.policy.settle_s
+        since, seen = self._quiet_since, self._updates_at_end
         with anyio.move_on_after(self.policy.settle_max_s) as scope:
             while True:
-                seen = session.updates_seen
-                await anyio.sleep(self.policy.settle_s)
+                remaining = since + settle_s - anyio.current_time()
+                if remaining > 0:
+                    await anyio.sleep(remaining)
                 if session.updates_seen == seen:
                     return
+                since, seen = anyio.current_time(), session.updates_seen
         if scope.cancelled_caught:
             log.info("%s: still receiving late updates; starting the next turn", session.id)
