@@ -62,6 +62,8 @@ class ToolCallTracker:
 
     def close_all(self) -> list[str]:
         """Close every open tool call (once); returns their ids in opening order."""
+        if not self._open:
+            return []  # the common end of a turn: nothing to close or remember
         ids = list(self._open)
         self._open.clear()
         self._remember_closed(ids)

@@ -54,6 +54,9 @@ class Turn:
             buffer if buffer > 0 else math.inf
         )
         self._tail: list[TurnEvent] = []
+        self._readable: anyio.Event | None = None
+        """Set (and dropped) when an event is buffered or the sending end closes, for the
+        consumers waiting on an empty buffer."""
         self._tool_calls = ToolCallTracker()
         self._ended = anyio.Event()
         self._answer: PromptAnswer | None = None
@@ -62,6 +65,9 @@ class Turn:
         self._started_at = started_at
         self.machine = TurnMachine(timings or TurnTimings(), now=started_at)
         """The turn's one owner: cancel, grace window, quarantine and the outcome."""
+        self.ended_at: float | None = None
+        """``anyio.current_time()`` when the agent's side of the turn ended (answered,
+        failed, or the agent gone)."""
         self.duration_s: float | None = None
         self.update_count = 0
         self._message_ids: set[str] = set()
@@ -80,19 +86,28 @@ class Turn:
         return self
 
     async def __anext__(self) -> TurnEvent:
-        # Take what is buffered without a scheduler pass per event (anyio's receive() always
-        # checkpoints first); wait only when the buffer is empty. Measured: it is the larger
-        # half of streaming cost otherwise (docs/benchmarks.md).
-        try:
-            return self._receive.receive_nowait()
-        except anyio.WouldBlock:
-            pass
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            return self._next_from_tail()
-        try:
-            return await self._receive.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            return self._next_from_tail()
+        # Take what is buffered without a scheduler pass per event, and wait on an empty
+        # buffer without one either: anyio's receive() checkpoints before it even looks, a
+        # whole pass each time the consumer catches up with the reader (measured: the larger
+        # half of streaming cost, and a pass on the way to a cancelled turn's end). The wait
+        # itself is the cancel point.
+        while True:
+            try:
+                return self._receive.receive_nowait()
+            except anyio.WouldBlock:
+                pass
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return self._next_from_tail()
+            readable = self._readable
+            if readable is None:
+                readable = self._readable = anyio.Event()
+            await readable.wait()
+
+    def _wake_readers(self) -> None:
+        readable = self._readable
+        if readable is not None:
+            self._readable = None
+            readable.set()
 
     def _next_from_tail(self) -> TurnEvent:
         if self._tail:
@@ -195,9 +210,12 @@ class Turn:
 
     def close_tool_calls(self, reason: str) -> list[ToolCallClosed]:
         """Close the open tool calls now (once: they are never closed or updated again)."""
+        closed = self._tool_calls.close_all()
+        if not closed:
+            return []
         return [
             ToolCallClosed(self.session_id, tool_call_id, "failed", reason)
-            for tool_call_id in self._tool_calls.close_all()
+            for tool_call_id in closed
         ]
 
     async def _emit(self, event: TurnEvent) -> None:
@@ -207,11 +225,17 @@ class Turn:
             try:
                 self._send.send_nowait(event)
             except anyio.WouldBlock:
+                # Full: wait for room. The consumer moves a waiting sender's event into the
+                # buffer itself, while it reads; an event put there by send() needs a wake-up.
                 await self._send.send(event)
+            if self._readable is not None:
+                self._wake_readers()
 
     def _end(self) -> None:
-        self.duration_s = anyio.current_time() - self._started_at
+        self.ended_at = now = anyio.current_time()
+        self.duration_s = now - self._started_at
         self._send.close()
+        self._wake_readers()
         self._ended.set()
 
     def take_buffered(self) -> list[TurnEvent]:
@@ -233,8 +257,10 @@ class Turn:
         teardown) leaves no open stream behind; a late update or answer still lands quietly."""
         self._receive.close()
         self._send.close()
+        self._wake_readers()
 
     def discard(self) -> None:
         """Release everything of a turn that never started."""
         self._send.close()
         self._receive.close()
+        self._wake_readers()

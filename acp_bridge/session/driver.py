@@ -143,7 +143,10 @@ class TurnDriver:
         assert outcome is not None
         self._must_settle = outcome.status != "done"
         if self._must_settle:
-            self._quiet_since = anyio.current_time()
+            # The quiet counts from the agent's answer or failure (a turn closed by its grace
+            # window may have none yet: then from now).
+            ended_at = turn.ended_at
+            self._quiet_since = anyio.current_time() if ended_at is None else ended_at
             self._updates_at_end = self.session.updates_seen
         return outcome
 

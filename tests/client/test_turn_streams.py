@@ -7,8 +7,11 @@ import sys
 import warnings
 from typing import Any
 
+import anyio
 import pytest
+from anyio import wait_all_tasks_blocked
 
+from acp_bridge.client.events import UpdateReceived
 from acp_bridge.client.turn import Turn
 from acp_bridge.session.turn import TurnTimings
 from acp_bridge.wire.acp import PromptAnswer
@@ -51,3 +54,79 @@ async def test_a_late_answer_after_close_still_ends_the_turn() -> None:
     assert turn.stop_reason == "cancelled"
     assert turn.machine.outcome is not None and turn.machine.outcome.status == "done"
     assert (await turn.wait()).is_cancelled()
+
+
+def chunk(text: str) -> dict[str, Any]:
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+
+
+async def read_all(turn: Turn, into: list[str]) -> None:
+    async for event in turn:
+        assert isinstance(event, UpdateReceived)
+        into.append(event.raw["content"]["text"])
+
+
+async def test_a_consumer_waiting_on_an_empty_turn_wakes_for_each_event_and_for_the_end() -> None:
+    turn = Turn("s", timings=TurnTimings())
+    texts: list[str] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_all, turn, texts)
+        for n in range(3):
+            await wait_all_tasks_blocked()  # the consumer waits on the empty buffer
+            await turn.deliver_update(chunk(str(n)))
+            await wait_all_tasks_blocked()
+            assert texts == [str(i) for i in range(n + 1)]
+        turn.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
+    turn.close()
+    assert texts == ["0", "1", "2"]  # and the iteration ended with the turn
+
+
+async def test_every_consumer_waiting_wakes_when_the_turn_ends() -> None:
+    turn = Turn("s", timings=TurnTimings())
+    first: list[str] = []
+    second: list[str] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_all, turn, first)
+        tg.start_soon(read_all, turn, second)
+        await wait_all_tasks_blocked()
+        turn.fail_now(RuntimeError("gone"))
+    turn.close()
+    assert first == second == []
+
+
+async def test_a_full_buffer_holds_the_reader_back_and_loses_nothing() -> None:
+    """At the bound the deliverer waits (backpressure); the consumer takes the waiting event
+    into the buffer as it reads, and an event the deliverer puts there after its wait wakes a
+    consumer that meanwhile waits on the empty buffer."""
+    turn = Turn("s", buffer=2, timings=TurnTimings())
+    delivered: list[int] = []
+
+    async def deliver() -> None:
+        for n in range(8):
+            await turn.deliver_update(chunk(str(n)))
+            delivered.append(n)
+        turn.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
+
+    texts: list[str] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(deliver)
+        await wait_all_tasks_blocked()
+        assert delivered == [0, 1]  # the third waits for room
+        tg.start_soon(read_all, turn, texts)
+    turn.close()
+    assert texts == [str(n) for n in range(8)]
+    assert turn.stop_reason == "end_turn"
+
+
+async def test_a_consumer_cancelled_while_it_waits_leaves_the_turn_readable() -> None:
+    turn = Turn("s", timings=TurnTimings())
+    with anyio.move_on_after(0.01):
+        await turn.__anext__()
+    await turn.deliver_update(chunk("after"))
+    texts: list[str] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_all, turn, texts)
+        await wait_all_tasks_blocked()
+        turn.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
+    turn.close()
+    assert texts == ["after"]
