@@ -160,11 +160,13 @@ def step_cancel(plan: Plan, s: Samples) -> None:
         progress(f"  cancel: cooperative x{plan.cancels}, stubborn, run {run + 1}/{plan.runs}")
         with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
             workdir = Path(tmp).resolve()
+            pause = bench_turns.CANCEL_PAUSE_S  # both sides idle as long before each prompt
             for side, stamps in (
-                ("ours", bench_turns.cancel_ours("asyncio", plan.cancels, workdir)),
-                ("sdk", bench_turns.cancel_sdk(plan.cancels, workdir)),
-                # Like for like: idle as long as our settle window before each prompt.
-                ("sdk_idle", bench_turns.cancel_sdk(plan.cancels, workdir, bench_turns.SETTLE_S)),
+                ("ours", bench_turns.cancel_ours("asyncio", plan.cancels, workdir, pause)),
+                ("sdk", bench_turns.cancel_sdk(plan.cancels, workdir, pause)),
+                # Back to back: our driver waits out its settle window, the SDK nothing.
+                ("ours_b2b", bench_turns.cancel_ours("asyncio", plan.cancels, workdir)),
+                ("sdk_b2b", bench_turns.cancel_sdk(plan.cancels, workdir)),
             ):
                 for st in stamps:
                     s.add(f"cancel.{side}_total_ms", (st.returned - st.requested) * 1000)

@@ -52,10 +52,16 @@ def figures(values: Values) -> str:
             cell(v, "stream.ratio", 2, "x"),
         ],
         [
-            "cooperative cancel: request -> closed (ms)",
+            "cooperative cancel, both sides idle 60 ms before each prompt: request -> closed (ms)",
             cell(v, "cancel.ours_total_ms", 2),
             cell(v, "cancel.sdk_total_ms", 2),
-            "",
+            _ratio(med(v, "cancel.ours_total_ms"), med(v, "cancel.sdk_total_ms")),
+        ],
+        [
+            "… back to back, no idle (our driver waits out its 50 ms settle window first) (ms)",
+            cell(v, "cancel.ours_b2b_total_ms", 2),
+            cell(v, "cancel.sdk_b2b_total_ms", 2),
+            _ratio(med(v, "cancel.ours_b2b_total_ms"), med(v, "cancel.sdk_b2b_total_ms")),
         ],
         [
             "… the agent's answer read -> the caller sees it (ms)",

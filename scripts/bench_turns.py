@@ -5,15 +5,17 @@ runs, next to the official SDK client (``acp.stdio.spawn_agent_process``) in the
 
 1. **cooperative cancel** -- ``slow_agent.py`` runs ``echo x; wait``: it streams a chunk, then
    blocks until ``session/cancel`` and answers ``cancelled``. Once the first update reached the
-   caller, the caller requests the cancel (``TurnDriver.request_cancel``); timed until
-   ``TurnDriver.run`` returns the turn closed as cancelled. A ``JsonRpcPeer`` observer stamps
-   the ``session/cancel`` line handed to the writer and the prompt's answer line read, which
-   splits the total into the bridge's part before the wire, the middle (our writer task's
-   pass, the pipe, the agent, the pipe back), and the bridge's part after the answer arrived
-   (budget: within 5 ms). SDK: ``conn.cancel()`` while ``conn.prompt()`` runs, timed until
-   ``prompt()`` returns, split with the SDK's own stream observer (it sees an outgoing message
-   once written and drained, an incoming one once decoded). One warm-up turn per agent;
-   several cancels per run.
+   caller, the caller cancels (``TurnDriver.cancel``, which writes ``session/cancel`` in the
+   caller's task, as the SDK's ``cancel()`` does); timed until ``TurnDriver.run`` returns the
+   turn closed as cancelled. Both sides idle :data:`CANCEL_PAUSE_S` before each prompt, as a
+   person's cancel never follows the last one at once; the same back to back, with no idle,
+   is reported too. A ``JsonRpcPeer`` observer stamps the ``session/cancel`` line as it is
+   about to be written and the prompt's answer line read, which splits the total into the
+   bridge's part before the wire, the middle (our write, the pipe, the agent, the pipe back),
+   and the bridge's part after the answer arrived (budget: within 5 ms). SDK: ``conn.cancel()``
+   while ``conn.prompt()`` runs, timed until ``prompt()`` returns, split with the SDK's own
+   stream observer (it sees an outgoing message once written and drained, an incoming one once
+   decoded). One warm-up turn per agent; several cancels per run.
 2. **grace close** -- ``stubborn_agent.py`` runs ``echo x; hang`` and ignores the cancel. With
    ``TurnTimings(cancel_grace_s=W)`` for W = 0.5 s and 1.0 s, timed from the cancel request to
    ``TurnDriver.run`` returning (cancelled, quarantined); the error against W is the figure
@@ -70,6 +72,11 @@ BACKENDS = ("asyncio", "trio")
 CANCEL_BUDGET_S = 0.005
 SETTLE_S = 0.05
 """Our driver's settle window after a cancelled turn (TurnPolicy.settle_s's default)."""
+CANCEL_PAUSE_S = 0.06
+"""Both sides idle this long before each prompt of the cooperative cancel: a person's cancel
+never follows the last one within milliseconds, so every cancel starts from a process (and an
+agent) idle as long on both sides. It is longer than our settle window, which counts its quiet
+from the cancelled turn's end, so our driver adds no wait of its own."""
 GRACE_BUDGET_S = 0.050
 
 
@@ -147,8 +154,10 @@ class Stamps:
 # -- 1. cooperative cancel --------------------------------------------------------------------
 
 
-def cancel_ours(backend: str, cancels: int, workdir: Path) -> list[Stamps]:
-    """``cancels`` cooperative cancels through ``TurnDriver`` (after one warm-up)."""
+def cancel_ours(backend: str, cancels: int, workdir: Path, pause_s: float = 0.0) -> list[Stamps]:
+    """``cancels`` cooperative cancels through ``TurnDriver`` (after one warm-up); ``pause_s``:
+    sleep that long before each prompt (see :data:`CANCEL_PAUSE_S`). Without a pause, every
+    prompt after the first waits out the driver's settle window."""
     import anyio
 
     from acp_bridge import AgentSpec, UpdateReceived, open_supervised_agent
@@ -190,9 +199,9 @@ def cancel_ours(backend: str, cancels: int, workdir: Path) -> list[Stamps]:
             current: list[Stamps] = []
 
             def observe(direction: str, line: bytes) -> None:
-                # The observer sees an outgoing line as it is handed to the peer's writer task
-                # (which writes it a scheduler pass later), an incoming one as soon as it was
-                # split off the stream, before it is decoded.
+                # The observer sees an outgoing line just before it is written (by the sender
+                # when the writer is idle), an incoming one as soon as it was split off the
+                # stream, before it is decoded.
                 if not current:
                     return
                 if direction == "out" and b'"session/cancel"' in line:
@@ -201,8 +210,13 @@ def cancel_ours(backend: str, cancels: int, workdir: Path) -> list[Stamps]:
                     current[0].answer_in = time.perf_counter()
 
             agent.connection.peer.add_observer(observe)
-            await one(driver, current)  # warm-up
-            results = [await one(driver, current) for _ in range(cancels)]
+            results = []
+            for n in range(cancels + 1):
+                if pause_s:
+                    await anyio.sleep(pause_s)
+                stamps = await one(driver, current)
+                if n:  # the first one is the warm-up
+                    results.append(stamps)
             if agent.generation != 1:
                 raise RuntimeError(f"ours/{backend}: the slow agent was restarted")
             return results
@@ -212,8 +226,7 @@ def cancel_ours(backend: str, cancels: int, workdir: Path) -> list[Stamps]:
 
 def cancel_sdk(cancels: int, workdir: Path, pause_s: float = 0.0) -> list[Stamps]:
     """The same with the SDK client: ``cancel()`` while ``prompt()`` waits. ``pause_s``: sleep
-    that long before each prompt, as our driver's settle window does after a cancelled turn
-    (so both sides start each cancel from a process idle for as long)."""
+    that long before each prompt (see :data:`CANCEL_PAUSE_S`)."""
     from acp.connection import StreamDirection, StreamEvent
     from acp.stdio import spawn_agent_process
 
@@ -741,9 +754,11 @@ def run_all(runs: int, cancels: int, messages: int, backends: tuple[str, ...]) -
         with tempfile.TemporaryDirectory(prefix="bench-turns-") as tmp:
             workdir = Path(tmp).resolve()
             for backend in backends:
-                stamps(f"coop-{backend}", cancel_ours(backend, cancels, workdir))
-            stamps("coop-sdk", cancel_sdk(cancels, workdir))
-            stamps("coop-sdk-paused", cancel_sdk(cancels, workdir, pause_s=SETTLE_S))
+                stamps(f"coop-{backend}", cancel_ours(backend, cancels, workdir, CANCEL_PAUSE_S))
+            stamps("coop-sdk", cancel_sdk(cancels, workdir, CANCEL_PAUSE_S))
+            for backend in backends:
+                stamps(f"b2b-{backend}", cancel_ours(backend, cancels, workdir))
+            stamps("b2b-sdk", cancel_sdk(cancels, workdir))
     for run in range(1, runs + 1):
         for window in GRACE_WINDOWS:
             progress(f"  run {run}/{runs}: stubborn agent, grace {window:g} s ...")
@@ -813,13 +828,15 @@ def build_rows(samples: Samples, backends: tuple[str, ...], messages: int) -> li
     def row(label: str, ours: list[str], sdk: str, budget: str = "", verdict: str = "") -> None:
         rows.append((label, *ours, sdk, budget, verdict))
 
+    pause = f"{CANCEL_PAUSE_S * 1000:.0f} ms"
     row(
-        "cooperative cancel: request -> the caller sees the turn closed cancelled (ms)",
+        f"cooperative cancel, each prompt after {pause} idle on both sides: request -> the "
+        "caller sees the turn closed cancelled (ms)",
         [cell(f"coop-{b}-total", ms, 2) for b in backends],
         cell("coop-sdk-total", ms, 2),
     )
     row(
-        "… request -> `session/cancel` handed to our writer task / written by the SDK (ms)",
+        "… request -> `session/cancel` about to be written (ours) / written (SDK) (ms)",
         [cell(f"coop-{b}-to-wire", ms, 2) for b in backends],
         cell("coop-sdk-to-wire", ms, 2),
     )
@@ -828,25 +845,14 @@ def build_rows(samples: Samples, backends: tuple[str, ...], messages: int) -> li
         [cell(f"coop-{b}-agent", ms, 2) for b in backends],
         cell("coop-sdk-agent", ms, 2),
     )
-    if "coop-sdk-paused-total" in samples.values:
-        row(
-            "… the SDK idle as long as our settle window before each prompt "
-            f"({SETTLE_S * 1000:.0f} ms, like for like): total / the bridge's part (ms)",
-            ["" for _ in backends],
-            f"{med('coop-sdk-paused-total') * ms:.2f} / {med('coop-sdk-paused-after') * ms:.2f}",
-        )
-        plain = med("coop-sdk-total")
-        paused = med("coop-sdk-paused-total")
-        row(
-            "… ours / the SDK; ours / the SDK idle like for like",
-            [
-                f"{med(f'coop-{b}-total') / plain:.2f}x; {med(f'coop-{b}-total') / paused:.2f}x"
-                for b in backends
-            ],
-            "",
-            "no slower than the SDK (#7)",
-            _verdict(all(med(f"coop-{b}-total") <= plain for b in backends)),
-        )
+    sdk_total = med("coop-sdk-total")
+    row(
+        "… ours / the SDK",
+        [f"{med(f'coop-{b}-total') / sdk_total:.2f}x" for b in backends],
+        "",
+        "no slower than the SDK (#7)",
+        _verdict(all(med(f"coop-{b}-total") <= sdk_total for b in backends)),
+    )
     after_ok = all(med(f"coop-{b}-after") <= CANCEL_BUDGET_S for b in backends)
     row(
         "… the bridge: the agent's answer read -> the caller sees cancelled (ms)",
@@ -855,6 +861,20 @@ def build_rows(samples: Samples, backends: tuple[str, ...], messages: int) -> li
         "<= 5 ms",
         _verdict(after_ok),
     )
+    if "b2b-sdk-total" in samples.values:
+        sdk_b2b = med("b2b-sdk-total")
+        row(
+            "the same back to back, no idle: request -> cancelled (ms); our driver first waits "
+            f"out its {SETTLE_S * 1000:.0f} ms settle window after each cancelled turn, the "
+            "SDK does not wait",
+            [cell(f"b2b-{b}-total", ms, 2) for b in backends],
+            cell("b2b-sdk-total", ms, 2),
+        )
+        row(
+            "… ours / the SDK back to back",
+            [f"{med(f'b2b-{b}-total') / sdk_b2b:.2f}x" for b in backends],
+            "",
+        )
     alive = samples.notes.get("grace-sdk-alive", [])
     following = sorted(set(samples.notes.get("grace-sdk-next", [])))
     for window in GRACE_WINDOWS:
@@ -1020,15 +1040,20 @@ python scripts/bench_turns.py --write docs/benchmarks.md
 
 - **cooperative cancel**: `slow_agent.py`, prompt `echo x; wait` (one chunk, then it blocks
   until `session/cancel` and answers `cancelled`). After the first update reached the caller,
-  `TurnDriver.request_cancel`; timed until `TurnDriver.run` returns the turn closed as
-  cancelled. A `JsonRpcPeer` observer stamps the `session/cancel` line handed to the writer
-  task and the prompt's answer line read, which splits the total into the bridge before the
-  wire, the middle (our writer task's pass, the pipes and the agent), and the bridge after the
-  answer arrived. Budget (design.md): the last part within 5 ms. SDK: `cancel()` while
-  `prompt()` waits, timed until `prompt()` returns, split with the SDK's own stream observer,
-  which sees an outgoing message once written and drained (so its first part holds its write
-  and its middle does not) and an incoming one once decoded (so its last part starts a few µs
-  later than ours). Compare the totals and the last part.
+  `TurnDriver.cancel` (it writes `session/cancel` in the caller's task, as the SDK's `cancel()`
+  does); timed until `TurnDriver.run` returns the turn closed as cancelled. Both sides idle
+  60 ms before each prompt: a person's cancel never follows the last one at once, and it is
+  longer than our settle window, which counts its quiet from the cancelled turn's end, so our
+  driver adds no wait. Back to back (no idle) is reported too: there our driver waits out its
+  settle window before each prompt and the SDK waits for nothing, so our process starts each
+  cancel idle for 50 ms and the SDK's does not. A `JsonRpcPeer` observer stamps the
+  `session/cancel` line about to be written and the prompt's answer line read, which splits
+  the total into the bridge before the wire, the middle (our write, the pipes and the agent),
+  and the bridge after the answer arrived. Budget (design.md): the last part within 5 ms. SDK:
+  `cancel()` while `prompt()` waits, timed until `prompt()` returns, split with the SDK's own
+  stream observer, which sees an outgoing message once written and drained (so its first part
+  holds its write and its middle does not) and an incoming one once decoded (so its last part
+  starts a few µs later than ours). Compare the totals and the last part.
 - **grace close**: `stubborn_agent.py`, prompt `echo x; hang` (ignores the cancel, never
   answers), `TurnTimings(cancel_grace_s=W)` (and `ClientOptions.cancel_grace_s=W`, as
   `acp-bridge run --grace` sets both) for W = 0.5 s and 1.0 s. Timed from the cancel request to
@@ -1105,7 +1130,7 @@ layer's work, the commits included, to fit in about 0.15 ms per message.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median)")
-    parser.add_argument("--cancels", type=int, default=3, help="cooperative cancels per run")
+    parser.add_argument("--cancels", type=int, default=6, help="cooperative cancels per run")
     parser.add_argument("--messages", type=int, default=1000, help="messages per queue run")
     parser.add_argument(
         "--backends",

@@ -60,6 +60,10 @@ class ToolCallTracker:
             )
         return True
 
+    @property
+    def has_open(self) -> bool:
+        return bool(self._open)
+
     def close_all(self) -> list[str]:
         """Close every open tool call (once); returns their ids in opening order."""
         if not self._open:

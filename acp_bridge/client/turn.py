@@ -190,7 +190,9 @@ class Turn:
         if self._answer is not None or self._failure is not None:
             return
         self._answer = answer
-        if self.machine.cancel_reason is not None or answer.is_cancelled():
+        if self._tool_calls.has_open and (
+            self.machine.cancel_reason is not None or answer.is_cancelled()
+        ):
             self._tail.extend(self.close_tool_calls("the turn was cancelled"))
         self._end()
         self.machine.handle(PromptAnswered(answer.stop_reason))

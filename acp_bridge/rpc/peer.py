@@ -36,6 +36,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Final, Literal
 
 import anyio
@@ -292,8 +293,7 @@ class JsonRpcPeer:
         settled: list[PendingCall] = []
 
         def wake() -> None:
-            call = settled[0]
-            on_settled(lambda: _outcome(call))
+            on_settled(partial(_outcome, settled[0]))
 
         try:
             call = self._pending.add(method, wake)

@@ -156,9 +156,15 @@ def classify(value: Any) -> Message:
     """Classify one decoded JSON value (not a batch: callers unpack arrays first)."""
     if type(value) is not dict:
         return BadMessage(None, RpcError.invalid_request("message is not a JSON object"), True)
+    method = value.get("method")
+    if method is None and "result" in value and "error" not in value:
+        # The common answer, taken without the general checks below (it ends a turn: every
+        # call on the way to the caller counts). ``type() is`` keeps booleans out of ids.
+        raw_id = value.get("id")
+        if type(raw_id) is int or type(raw_id) is str:
+            return Response(raw_id, value["result"], None)
     raw_id = value.get("id")
     msg_id = raw_id if _is_valid_id(raw_id) else None
-    method = value.get("method")
     if method is not None:
         return _classify_call(value, method, msg_id)
     if "result" in value or "error" in value:
