@@ -1072,26 +1072,40 @@ python scripts/bench_turns.py --write docs/benchmarks.md
 WHERE_THE_TIME_GOES = """\
 ### Where the time goes
 
-**Cancel.** Both budgets hold with room to spare, but the cooperative cancel is still about
-1.4-1.5x the SDK's time end to end (0.5 ms against 0.35 ms), a miss against #7's "no slower
-than the SDK"; 1.1-1.2x when the SDK idles as long as our settle window before each prompt
-(like for like: after a cancelled turn our driver waits 50 ms for the session to be quiet, so
-every cancel here starts with cold caches). Where it goes (stamped in place with perf_counter,
-medians of 20): the request side is as fast as the SDK's. The middle row starts at our stamp,
-taken before our write (about 26 µs of it is that write), the SDK's after its write was
-drained; from our write's end to the answer read it is 0.24-0.25 ms, the SDK's figure. From the
-answer read to the caller (0.12-0.15 ms against the SDK's 0.04 ms): about 13 µs to decode the
-line, 17 µs to classify it, 20 µs to resolve the pending call, 45-50 µs in `Turn.finish_now`
-(the turn's machine closes the turn, its event stream closes, which wakes the driver), one
-scheduler pass to the driver (40-55 µs with the exit of its deadline scope), then 20-25 µs for
-its flush and the session's lock. The `PromptResponse` model is no longer built on this path
-(`PromptAnswer` builds it on first use): that was 35 µs of it. Each step runs 5-10x slower than
-warm after the 50 ms idle. A stubborn agent's turn closes about 4 ms after the window: the
-deadline fires about 1 ms late (the event loop's millisecond timer), then the group is
-SIGKILLed and reaped and the exit reported (about 2.5 ms) before the turn fails and `run`
-returns. The replacement is ready with the session loaded 50 to 80 ms later, which is a Python
-interpreter starting. Done by hand with the SDK, the wait just stops. The process and its busy
-session stay, and the next prompt is refused.
+**Cancel.** Both budgets hold with room to spare. Against #7's "no slower than the SDK" the
+cooperative cancel is close but not there: about 1.05-1.15x the SDK's time when both sides idle
+60 ms before each prompt (0.7 ms against 0.65 ms), as a person's cancel does, and about 1.5x
+back to back, where our driver first waits out its settle window (50 ms of quiet after a
+cancelled turn, the fence against late updates) and the SDK waits for nothing, so each of our
+cancels starts from a process idle that long and the SDK's from a warm one. Where the time goes
+with both sides idle (stamped in place with perf_counter, medians of 30 or more):
+
+- before the wire we are faster: about 0.09 ms from the request to our write, against about
+  0.27 ms for the SDK's `cancel()` to have written and drained (its model, its sender task);
+- the write itself takes 0.02-0.1 ms on both sides (the syscall wakes the idle agent); from
+  its end to the answer read is the same on both sides, 0.3-0.35 ms: the agent and the pipes;
+- after the answer we are slower: 0.17-0.22 ms against the SDK's 0.08 ms. Ours is one
+  scheduler pass (the SDK's two: its reader wakes `prompt()`, which wakes the caller) and
+  about 90 Python calls cold: decoding and classifying the line, resolving the pending call,
+  the turn's machine closing the turn (the answered fence: whatever the agent sends after its
+  answer is never part of the turn), its event stream closing, which wakes the driver, the
+  driver leaving its grace-deadline scope, flushing what the turn buffered and closing its
+  still-open tool calls, and the session's lock. Each is a guarantee; each costs 5-10x its
+  warm time after the idle.
+
+This session's changes to that path: a consumer waiting on a turn's empty buffer no longer
+takes anyio's checkpoint first (a whole pass each time the driver caught up with the reader);
+a response with a plain id is classified without the general checks; a turn with no open tool
+call skips their closing; the driver no longer reads the clock after the turn. The settle
+window now counts its quiet from the cancelled turn's end, so a prompt that comes 50 ms or
+more after it, with nothing received since, goes out at once (before, every prompt after a
+cancelled turn waited 50 ms more).
+
+A stubborn agent's turn closes about 5-7 ms after the window: the deadline fires about 1 ms
+late (the event loop's millisecond timer), then the group is SIGKILLed and reaped and the exit
+reported before the turn fails and `run` returns. The replacement is ready with the session
+loaded 50 to 130 ms later, which is a Python interpreter starting. Done by hand with the SDK,
+the wait just stops. The process and its busy session stay, and the next prompt is refused.
 
 **Turns in a row.** `Session.run` and `TurnDriver.run` now run at about the SDK's prompt rate
 (0.9x to 1.05x across runs and backends; #7 asked for at least 0.9x, from 0.57x): the prompt is
