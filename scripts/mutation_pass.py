@@ -32,6 +32,8 @@ class Mutant:
 SUPERVISED = "tests/client/test_supervised.py"
 DEFECTS = "tests/client/test_lifecycle_defects.py"
 DRIVER = "tests/session/test_driver.py"
+SETTLE = "tests/session/test_settle_window.py"
+TURN_STREAMS = "tests/client/test_turn_streams.py"
 TURN_MACHINE = "tests/session/test_turn_machine.py"
 LIFECYCLE = "tests/unit/test_lifecycle.py"
 CONVERSATION = "tests/conversation"
@@ -76,22 +78,24 @@ MUTANTS = [
         "turn: finish_now's already-ended guard removed",
         "acp_bridge/client/turn.py",
         '        closes the open tool calls. Ignored once the turn ended."""\n'
-        "        if self._ended.is_set():\n            return\n",
+        "        if self._answer is not None or self._failure is not None:\n            return\n",
         '        closes the open tool calls. Ignored once the turn ended."""\n',
         (DEFECTS,),
     ),
     Mutant(
         "turn: fail_now's already-ended guard removed",
         "acp_bridge/client/turn.py",
-        '        once the turn ended."""\n        if self._ended.is_set():\n            return\n',
-        '        once the turn ended."""\n',
+        '        once the turn ended."""\n'
+        "        if self._answer is not None or self._failure is not None:\n"
+        "            return\n        self._failure = failure\n",
+        '        once the turn ended."""\n        self._failure = failure\n',
         (DEFECTS,),
     ),
     Mutant(
         "turn: a cancelled answer does not close open tool calls",
         "acp_bridge/client/turn.py",
-        "        if response.is_cancelled() or cancelled:\n",
-        "        if False:\n",
+        "            self.machine.cancel_reason is not None or answer.is_cancelled()\n",
+        "            False\n",
         (DRIVER, SUPERVISED, DEFECTS),
     ),
     Mutant(
@@ -112,9 +116,8 @@ MUTANTS = [
     Mutant(
         "session: leaving a turn early does not cancel it",
         "acp_bridge/client/session.py",
-        "                if not turn.is_closed:\n"
         '                    await self.cancel_and_close(turn, "the caller left the turn before it ended")\n',  # noqa: E501
-        "",
+        "                    pass\n",
         (DEFECTS,),
     ),
     Mutant(
@@ -123,6 +126,34 @@ MUTANTS = [
         '        self._must_settle = outcome.status != "done"\n',
         "        self._must_settle = False\n",
         (DRIVER,),
+    ),
+    Mutant(
+        "turn: the turn's end does not wake a consumer waiting on its empty buffer",
+        "acp_bridge/client/turn.py",
+        "        self._send.close()\n        self._wake_readers()\n        self._ended.set()\n",
+        "        self._send.close()\n        self._ended.set()\n",
+        (TURN_STREAMS,),
+    ),
+    Mutant(
+        "turn: an event delivered to an empty buffer wakes nobody",
+        "acp_bridge/client/turn.py",
+        "            if self._readable is not None:\n                self._wake_readers()\n",
+        "",
+        (TURN_STREAMS,),
+    ),
+    Mutant(
+        "driver: the settle window's quiet counts from the next prompt, not the turn's end",
+        "acp_bridge/session/driver.py",
+        "        since, seen = self._quiet_since, self._updates_at_end\n",
+        "        since, seen = anyio.current_time(), session.updates_seen\n",
+        (SETTLE,),
+    ),
+    Mutant(
+        "driver: an update after the turn's end does not start the settle window again",
+        "acp_bridge/session/driver.py",
+        "                since, seen = anyio.current_time(), session.updates_seen\n",
+        "                return\n",
+        (SETTLE, DRIVER),
     ),
     Mutant(
         "driver: a flooding agent keeps the grace window from expiring",

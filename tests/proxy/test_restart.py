@@ -233,3 +233,23 @@ async def test_a_prompt_the_agent_never_read_goes_to_its_replacement(tmp_path: P
         assert [chunk_text(m) for m in seen if chunk_text(m)] == ["two"]
         assert _replayed(seen) == []  # the restore's replay is hidden, as always
         assert await editor.close_and_wait() == 0
+
+
+async def test_a_prompt_never_read_whose_session_the_restore_lost_is_answered_lost(
+    tmp_path: Path,
+) -> None:
+    """The same refused write, but the replacement cannot load sessions: the prompt the agent
+    never read is answered with the lost-session error, never sent to a session that no longer
+    exists, and never given the crash's recoverable error."""
+    flags = ["--quiet", "--no-load", "--shut-stdin-once-file", str(tmp_path / "shut")]
+    async with open_editor(proxy(agent_argv=agent("echo_agent.py", *flags))) as editor:
+        session = await editor.handshake()
+        first = await editor.call("session/prompt", prompt_params(session, "one"))
+        assert first["result"] == {"stopReason": "end_turn"}
+        second = await editor.call("session/prompt", prompt_params(session, "two"))
+        assert second["error"]["code"] == -32002, second
+        assert "was lost when the agent restarted" in second["error"]["message"]
+        new = await editor.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        answer = await editor.call("session/prompt", prompt_params(new["result"]["sessionId"], "x"))
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert await editor.close_and_wait() == 0
