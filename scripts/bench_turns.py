@@ -1074,11 +1074,12 @@ WHERE_THE_TIME_GOES = """\
 
 **Cancel.** Both budgets hold with room to spare. Against #7's "no slower than the SDK" the
 cooperative cancel is close but not there: about 1.05-1.15x the SDK's time when both sides idle
-60 ms before each prompt (0.7 ms against 0.65 ms), as a person's cancel does, and about 1.5x
-back to back, where our driver first waits out its settle window (50 ms of quiet after a
-cancelled turn, the fence against late updates) and the SDK waits for nothing, so each of our
-cancels starts from a process idle that long and the SDK's from a warm one. Where the time goes
-with both sides idle (stamped in place with perf_counter, medians of 30 or more):
+60 ms before each prompt (0.5-0.7 ms against 0.45-0.65 ms, by the machine's load), as a
+person's cancel does, and about 1.5-1.9x back to back, where our driver first waits out its
+settle window (50 ms of quiet after a cancelled turn, the fence against late updates) and the
+SDK waits for nothing, so each of our cancels starts from a process idle that long and the
+SDK's from a warm one. Where the time goes with both sides idle (stamped in place with
+perf_counter, medians of 30 or more):
 
 - before the wire we are faster: about 0.09 ms from the request to our write, against about
   0.27 ms for the SDK's `cancel()` to have written and drained (its model, its sender task);
