@@ -71,16 +71,24 @@ async def test_a_prompt_after_a_quiet_pause_does_not_wait_again(tmp_path: Path) 
 
 
 async def test_an_update_after_the_turn_ended_starts_the_window_again(tmp_path: Path) -> None:
-    # Three late chunks, 300 ms of real time apart: the mock clock stands still meanwhile (it
-    # moves only by jumps, after a second of real time with every task blocked, so not before
-    # the last chunk), and the driver has recorded the turn's end long before the last.
+    # Three late chunks, 300 ms of real time apart, the last one seen by the peer's observer.
+    # The mock clock stands still meanwhile (it moves only by jumps), and the driver has
+    # recorded the turn's end long before the last chunk.
     spec = fake("late_agent.py", "--no-message-ids", "--late", "0")
     async with open_supervised_agent(spec, OPTIONS) as agent:
         session = await agent.new_session(tmp_path)
         driver = TurnDriver(session, POLICY)
+        last_late = anyio.Event()
+
+        def observe(direction: str, line: bytes) -> None:
+            if direction == "in" and b"late-1-2" in line:
+                last_late.set()
+
+        agent.connection.peer.add_observer(observe)
         first = await driver.run("late 3 300; echo x; wait", Texts(driver, cancel=True))
         assert first.status == "cancelled"
-        await anyio.sleep(SETTLE_S)  # the window's length, but not quiet since the turn's end
+        await last_late.wait()
+        await anyio.sleep(SETTLE_S)  # the caller's pause: as long as the window, not quiet
         assert session.updates_seen == 4  # "x", then the three late ones
         started = anyio.current_time()
         texts = Texts(driver)
