@@ -61,14 +61,11 @@ class Turn:
         self._ended = anyio.Event()
         self._answer: PromptAnswer | None = None
         self._failure: BaseException | None = None
-        started_at = anyio.current_time()
-        self._started_at = started_at
-        self.machine = TurnMachine(timings or TurnTimings(), now=started_at)
+        self.machine = TurnMachine(timings or TurnTimings(), now=anyio.current_time())
         """The turn's one owner: cancel, grace window, quarantine and the outcome."""
         self.ended_at: float | None = None
         """``anyio.current_time()`` when the agent's side of the turn ended (answered,
         failed, or the agent gone)."""
-        self.duration_s: float | None = None
         self.update_count = 0
         self._message_ids: set[str] = set()
 
@@ -212,12 +209,9 @@ class Turn:
 
     def close_tool_calls(self, reason: str) -> list[ToolCallClosed]:
         """Close the open tool calls now (once: they are never closed or updated again)."""
-        closed = self._tool_calls.close_all()
-        if not closed:
-            return []
         return [
             ToolCallClosed(self.session_id, tool_call_id, "failed", reason)
-            for tool_call_id in closed
+            for tool_call_id in self._tool_calls.close_all()
         ]
 
     async def _emit(self, event: TurnEvent) -> None:
@@ -234,8 +228,7 @@ class Turn:
                 self._wake_readers()
 
     def _end(self) -> None:
-        self.ended_at = now = anyio.current_time()
-        self.duration_s = now - self._started_at
+        self.ended_at = anyio.current_time()
         self._send.close()
         self._wake_readers()
         self._ended.set()
