@@ -225,9 +225,12 @@ class AgentConnection:
             "session/prompt", {"sessionId": session_id, "prompt": list(blocks)}, settled
         )
 
-    async def cancel(self, session_id: str) -> None:
-        """``session/cancel`` (a notification); returns once it reached the agent's stdin."""
-        await self.peer.notify("session/cancel", {"sessionId": session_id}, wait_written=True)
+    async def cancel(self, session_id: str, *, timeout_s: float) -> bool:
+        """``session/cancel`` (a notification): True once it reached the agent's stdin, False
+        when it could not be written within ``timeout_s`` (an agent that stopped reading)."""
+        return await self.peer.notify_within(
+            "session/cancel", {"sessionId": session_id}, timeout_s
+        )
 
     # -- helpers ----------------------------------------------------------------------------
 

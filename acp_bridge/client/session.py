@@ -59,7 +59,7 @@ class SessionHost(Protocol):
     async def start_turn(
         self, session: Session, turn: Turn, blocks: list[dict[str, Any]]
     ) -> None: ...
-    async def cancel_turn(self, session: Session) -> None: ...
+    async def cancel_turn(self, session: Session) -> bool: ...
     async def quarantine(self, reason: str) -> None: ...
     async def close_session(self, session: Session) -> None: ...
 
@@ -208,9 +208,9 @@ class Session:
         whoever runs the turn reads the machine's next deadline and state)."""
         for action in actions:
             if isinstance(action, SendCancel):
-                with anyio.move_on_after(self._agent.options.cancel_write_timeout_s) as scope:
-                    await self._agent.cancel_turn(self)
-                if scope.cancelled_caught:
+                # Bounded by the agent (cancel_write_timeout_s): a pipe so full that even the
+                # cancel cannot be written counts as no answer.
+                if not await self._agent.cancel_turn(self):
                     await self.perform(turn, turn.machine.handle(CancelUnwritable()))
             elif isinstance(action, Quarantine):
                 log.warning("%s: quarantining the agent: %s", self.id, action.reason)

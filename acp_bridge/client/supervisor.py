@@ -268,17 +268,24 @@ class SupervisedAgent:
         except (ConnectionClosedError, ResourceClosedError) as exc:
             raise await self.exit_failure(generation) from exc
 
-    async def cancel_turn(self, session: Session) -> None:
-        """``session/cancel`` for the session's running turn; answer its permission requests."""
+    async def cancel_turn(self, session: Session) -> bool:
+        """``session/cancel`` for the session's running turn; answer its permission requests.
+
+        False only when the agent's stdin stayed too full to take the line for
+        ``cancel_write_timeout_s``. With no process to write to, True: its exit report ends
+        the turn."""
         for scope in list(session.permission_scopes):
             scope.cancel()
         connection = self._connection
         if connection is None:
-            return
+            return True
         try:
-            await connection.cancel(session.id)
+            return await connection.cancel(
+                session.id, timeout_s=self.options.cancel_write_timeout_s
+            )
         except (ConnectionClosedError, ResourceClosedError) as exc:
             log.info("%s: could not send session/cancel: %s", self.name, exc)
+            return True
 
     async def quarantine(self, reason: str) -> None:
         """Kill the current process tree and go through the restart path (and its policy)."""

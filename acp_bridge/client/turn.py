@@ -1,10 +1,13 @@
 """One prompt turn: its events as an async iterator with backpressure, and its outcome.
 
-The connection's reader delivers each ``session/update`` of the turn through a bounded memory
-stream, so a consumer that reads slowly slows the reader instead of growing memory. The
-consumer iterates the turn for events; iteration ends when the turn has ended, after every event
-of the turn. :meth:`Turn.wait` then gives the outcome (or raises the failure), and also drains
-events nobody read, so a caller that only wants the result cannot deadlock the reader.
+The connection's reader delivers each ``session/update`` of the turn into a bounded buffer, so a
+consumer that reads slowly slows the reader instead of growing memory: at the bound the event is
+still taken, and its deliverer waits until the consumer has taken one (or left the turn), so the
+buffer holds at most its bound plus one event per waiting deliverer, and a deliverer cancelled
+while it waits loses nothing. The consumer iterates the turn for events; iteration ends when
+the turn has ended, after every event of the turn. :meth:`Turn.wait` then gives the outcome (or
+raises the failure), and also drains events nobody read, so a caller that only wants the result
+cannot deadlock the reader.
 
 The turn's lifecycle belongs to its :class:`~acp_bridge.client.turn_machine.TurnMachine`
 (``Turn.machine``): the prompt's answer and failure are fed to it here, a cancel, the grace
@@ -19,9 +22,9 @@ the buffered events: ending a turn never waits for a slow consumer.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
+from collections import deque
 from typing import Any
 
 import anyio
@@ -35,6 +38,7 @@ from acp_bridge.client.turn_machine import (
     TurnState,
     TurnTimings,
 )
+from acp_bridge.clock import loop_clock
 from acp_bridge.errors import AgentExitedError, AuthRequiredError
 from acp_bridge.wire.acp import PromptAnswer, PromptResponse
 
@@ -50,18 +54,28 @@ class Turn:
         self, session_id: str, *, buffer: int = 256, timings: TurnTimings | None = None
     ) -> None:
         self.session_id = session_id
-        self._send, self._receive = anyio.create_memory_object_stream[TurnEvent](
-            buffer if buffer > 0 else math.inf
-        )
+        self._buffer: deque[TurnEvent] = deque()
+        self._bound = buffer if buffer > 0 else math.inf
+        self._reading = True
+        """False once the consumer left (:meth:`close`, :meth:`wait_quietly`): events are
+        dropped from then on."""
+        self._delivering = True
+        """False once the agent's side ended or the turn was closed: nothing more is buffered."""
         self._tail: list[TurnEvent] = []
         self._readable: anyio.Event | None = None
-        """Set (and dropped) when an event is buffered or the sending end closes, for the
+        """Set (and dropped) when an event is buffered or the delivering side ends, for the
         consumers waiting on an empty buffer."""
+        self._room: anyio.Event | None = None
+        """Set (and dropped) when the consumer takes an event or leaves, for the deliverers
+        held back at the bound."""
+        self._ended: anyio.Event | None = None
+        """Made only when someone waits for the agent's side to end (:meth:`wait_quietly`)."""
         self._tool_calls = ToolCallTracker()
-        self._ended = anyio.Event()
         self._answer: PromptAnswer | None = None
         self._failure: BaseException | None = None
-        self.machine = TurnMachine(timings or TurnTimings(), now=anyio.current_time())
+        self.clock = loop_clock()
+        """``anyio.current_time`` for the loop the turn runs in, without the backend lookup."""
+        self.machine = TurnMachine(timings or TurnTimings(), now=self.clock())
         """The turn's one owner: cancel, grace window, quarantine and the outcome."""
         self.ended_at: float | None = None
         """``anyio.current_time()`` when the agent's side of the turn ended (answered,
@@ -72,7 +86,7 @@ class Turn:
     def __repr__(self) -> str:
         state = (
             "running"
-            if not self._ended.is_set()
+            if not self.is_done
             else (f"failed: {self._failure}" if self._failure else f"ended: {self.stop_reason}")
         )
         return f"<Turn session={self.session_id!r} [{state}, {self.update_count} updates]>"
@@ -83,17 +97,20 @@ class Turn:
         return self
 
     async def __anext__(self) -> TurnEvent:
-        # Take what is buffered without a scheduler pass per event, and wait on an empty
-        # buffer without one either: anyio's receive() checkpoints before it even looks, a
-        # whole pass each time the consumer catches up with the reader (measured: the larger
-        # half of streaming cost, and a pass on the way to a cancelled turn's end). The wait
-        # itself is the cancel point.
+        # What is buffered is taken without a scheduler pass, and an empty buffer is waited on
+        # without one either (anyio's memory streams checkpoint before they even look: a whole
+        # pass each time the consumer catches up with the reader, the larger half of streaming
+        # cost, and a pass on the way to a cancelled turn's end). The wait is the cancel point.
         while True:
-            try:
-                return self._receive.receive_nowait()
-            except anyio.WouldBlock:
-                pass
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
+            if not self._reading:
+                return self._next_from_tail()
+            buffer = self._buffer
+            if buffer:
+                event = buffer.popleft()
+                if self._room is not None:
+                    self._wake_deliverers()
+                return event
+            if not self._delivering:
                 return self._next_from_tail()
             readable = self._readable
             if readable is None:
@@ -105,6 +122,12 @@ class Turn:
         if readable is not None:
             self._readable = None
             readable.set()
+
+    def _wake_deliverers(self) -> None:
+        room = self._room
+        if room is not None:
+            self._room = None
+            room.set()
 
     def _next_from_tail(self) -> TurnEvent:
         if self._tail:
@@ -151,17 +174,21 @@ class Turn:
         Nobody reads this turn's events from here on, so the buffer is released: the reader
         drops the rest instead of buffering them (no backpressure on a reader that nobody
         drains), and the wait is one wake-up at the end, not one per event."""
-        if self._ended.is_set():
+        if self.is_done:
             return
-        self._receive.close()
-        await self._ended.wait()
+        if self._reading:
+            self._stop_reading()
+        ended = self._ended
+        if ended is None:
+            ended = self._ended = anyio.Event()
+        await ended.wait()
 
     # -- the bridge's side ------------------------------------------------------------------
 
     async def deliver_update(self, raw_update: dict[str, Any]) -> None:
         """Hand one update of this turn to the caller (waits while the buffer is full)."""
-        # The agent's side ended once an outcome is recorded (read without the Event's two
-        # calls: this runs once per update).
+        # The agent's side ended once an outcome is recorded (two attribute reads, not the
+        # is_done property's call: this runs once per update).
         ended = self._answer is not None or self._failure is not None
         if ended or not self._tool_calls.observe(raw_update):
             log.debug("dropped an update after its turn or tool call closed")
@@ -209,53 +236,68 @@ class Turn:
 
     def close_tool_calls(self, reason: str) -> list[ToolCallClosed]:
         """Close the open tool calls now (once: they are never closed or updated again)."""
+        if not self._tool_calls.has_open:
+            return []
         return [
             ToolCallClosed(self.session_id, tool_call_id, "failed", reason)
             for tool_call_id in self._tool_calls.close_all()
         ]
 
     async def _emit(self, event: TurnEvent) -> None:
-        # Nobody listening any more (the caller left the turn) is fine. Wait only when the
-        # buffer is full: that is the backpressure; a checkpoint per event is just overhead.
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            try:
-                self._send.send_nowait(event)
-            except anyio.WouldBlock:
-                # Full: wait for room. The consumer moves a waiting sender's event into the
-                # buffer itself, while it reads; an event put there by send() needs a wake-up.
-                await self._send.send(event)
-            if self._readable is not None:
-                self._wake_readers()
+        # Nobody listening any more (the caller left the turn) is fine: the event is dropped.
+        # A checkpoint per event would be pure overhead; the only wait is the backpressure.
+        if not (self._delivering and self._reading):
+            return
+        buffer = self._buffer
+        buffer.append(event)
+        if self._readable is not None:
+            self._wake_readers()
+        while len(buffer) > self._bound and self._reading:
+            room = self._room
+            if room is None:
+                room = self._room = anyio.Event()
+            await room.wait()
 
     def _end(self) -> None:
-        self.ended_at = anyio.current_time()
-        self._send.close()
+        self.ended_at = self.clock()
+        self._delivering = False
         self._wake_readers()
-        self._ended.set()
+        ended = self._ended
+        if ended is not None:
+            ended.set()
+
+    @property
+    def has_leftovers(self) -> bool:
+        """Events :meth:`take_buffered` would give, or tool calls still open."""
+        return bool((self._reading and self._buffer) or self._tail) or self._tool_calls.has_open
 
     def take_buffered(self) -> list[TurnEvent]:
-        """The events buffered right now (and the closing tail), without waiting."""
+        """The events buffered right now (and, once the agent's side ended, the closing tail),
+        without waiting."""
         events: list[TurnEvent] = []
-        while True:
-            try:
-                events.append(self._receive.receive_nowait())
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                break
-        if self._ended.is_set():
+        if self._reading and self._buffer:
+            events.extend(self._buffer)
+            self._buffer.clear()
+            self._wake_deliverers()
+        if self._tail and self.is_done:
             events.extend(self._tail)
             self._tail.clear()
         return events
 
     def close(self) -> None:
-        """Release the event buffer: the caller reads no more events of this turn. Both ends
-        close: a turn whose agent side never ended (its process's exit report cut off by a
-        teardown) leaves no open stream behind; a late update or answer still lands quietly."""
-        self._receive.close()
-        self._send.close()
-        self._wake_readers()
+        """Release the event buffer: the caller reads no more events of this turn. A late
+        update or answer still lands quietly (dropped; an answer still ends the turn)."""
+        self._delivering = False
+        if self._reading:
+            self._stop_reading()
+        if self._readable is not None:
+            self._wake_readers()
 
     def discard(self) -> None:
         """Release everything of a turn that never started."""
-        self._send.close()
-        self._receive.close()
-        self._wake_readers()
+        self.close()
+
+    def _stop_reading(self) -> None:
+        self._reading = False
+        self._buffer.clear()
+        self._wake_deliverers()

@@ -22,8 +22,10 @@ stream they stand in for.
 from __future__ import annotations
 
 import os
+import select
 import stat
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -73,6 +75,13 @@ class _FdStream:
 class FdReceiveStream(_FdStream, ByteReceiveStream):
     """Reads from a pipe's file descriptor."""
 
+    # anyio's, which look up the backend on every call; a trio pipe uses trio's own.
+    _checkpoint: Callable[[], Awaitable[None]] = staticmethod(anyio.lowlevel.checkpoint)
+    _checkpoint_if_cancelled: Callable[[], Awaitable[None]] = staticmethod(
+        anyio.lowlevel.checkpoint_if_cancelled
+    )
+    _wait_readable: Callable[[int], Awaitable[None]] = staticmethod(anyio.wait_readable)
+
     def __init__(self, fd: int, *, close_fd: bool = False) -> None:
         super().__init__(fd, close_fd=close_fd)
         self._reads_since_yield = 0
@@ -86,16 +95,16 @@ class FdReceiveStream(_FdStream, ByteReceiveStream):
         # other await, and it runs before the read it guards.
         if self._reads_since_yield >= _READS_PER_YIELD:
             self._reads_since_yield = 0
-            await anyio.lowlevel.checkpoint()
+            await self._checkpoint()
         else:
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            await self._checkpoint_if_cancelled()
         while True:
             fd = self._open_fd()
             try:
                 data = os.read(fd, max_bytes)
             except BlockingIOError:
                 self._reads_since_yield = 0
-                await anyio.wait_readable(fd)
+                await self._wait_readable(fd)
                 continue
             except OSError as exc:
                 raise anyio.BrokenResourceError from exc
@@ -110,6 +119,22 @@ class FdSendStream(_FdStream, ByteSendStream):
 
     def __init__(self, fd: int, *, close_fd: bool = False) -> None:
         super().__init__(fd, close_fd=close_fd)
+        self._is_fifo = _is_fifo(fd)
+
+    def try_send_now(self, item: bytes) -> bool:
+        """Write all of ``item`` now if the pipe takes it without waiting; otherwise write
+        nothing and return False. Only a pipe and an item of at most ``PIPE_BUF`` bytes qualify
+        (POSIX makes that write all or nothing); anything else returns False."""
+        if not self._is_fifo or len(item) > select.PIPE_BUF:
+            return False
+        fd = self._open_fd()
+        try:
+            os.write(fd, item)
+        except BlockingIOError:
+            return False
+        except OSError as exc:  # EPIPE above all: the reader is gone
+            raise anyio.BrokenResourceError from exc
+        return True
 
     async def send(self, item: bytes) -> None:
         """Write all of ``item``. Cancellation takes effect only before the first byte: once
@@ -161,6 +186,13 @@ def direct_send(stream: ByteSendStream) -> ByteSendStream:
     return stream if writer is None else _AsyncioPipeSend(stream, writer)
 
 
+def _is_fifo(fd: int) -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
 def _trio_pipe(stream: Any, method: str) -> Any:
     """anyio's trio wrapper holds a ``trio.lowlevel.FdStream`` in ``_stream``; only a pipe
     qualifies (a write of at most PIPE_BUF bytes is then all or nothing)."""
@@ -170,11 +202,8 @@ def _trio_pipe(stream: Any, method: str) -> Any:
     inner = getattr(stream, "_stream", None)
     if trio is None or not isinstance(inner, trio.lowlevel.FdStream) or not hasattr(inner, method):
         return None
-    try:
-        fd = inner.fileno()
-        return inner if fd >= 0 and stat.S_ISFIFO(os.fstat(fd).st_mode) else None
-    except OSError:
-        return None
+    fd = inner.fileno()
+    return inner if fd >= 0 and _is_fifo(fd) else None
 
 
 def _asyncio_writer(stream: Any) -> Any:
@@ -220,6 +249,21 @@ class _TrioPipeReceive(_TrioPipe, FdReceiveStream):
     def __init__(self, outer: ByteReceiveStream, inner: Any) -> None:
         self._wrap(outer, inner)
         self._reads_since_yield = 0
+        # What anyio would call on trio, minus its backend lookup per call (a pipe is read
+        # once per line the agent writes).
+        self._trio = trio = sys.modules["trio"]
+        self._checkpoint = trio.lowlevel.checkpoint
+        self._checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled
+        self._wait_readable = self._wait_readable_mapped
+
+    async def _wait_readable_mapped(self, fd: int) -> None:
+        trio = self._trio
+        try:
+            await trio.lowlevel.wait_readable(fd)
+        except trio.ClosedResourceError:  # as anyio maps it
+            raise anyio.ClosedResourceError from None
+        except trio.BusyResourceError:
+            raise anyio.BusyResourceError("reading from") from None
 
 
 class _TrioPipeSend(_TrioPipe, FdSendStream):
@@ -227,6 +271,7 @@ class _TrioPipeSend(_TrioPipe, FdSendStream):
 
     def __init__(self, outer: ByteSendStream, inner: Any) -> None:
         self._wrap(outer, inner)
+        self._is_fifo = True  # _trio_pipe qualifies only pipes
 
 
 class _AsyncioPipeSend(ByteSendStream):
@@ -254,6 +299,24 @@ class _AsyncioPipeSend(ByteSendStream):
             if writer.is_closing():
                 raise anyio.BrokenResourceError from exc
             raise
+
+    def try_send_now(self, item: bytes) -> bool:
+        """Hand ``item`` to the transport now if ``drain`` would then not wait (the transport
+        writes what the pipe takes and keeps the rest below its high-water mark: by
+        :meth:`send`'s measure, written); otherwise hand over nothing and return False."""
+        if self._closed:
+            raise anyio.ClosedResourceError
+        writer = self._writer
+        transport = writer.transport
+        if transport.is_closing():
+            return False  # send() reports how it ended
+        _low, high = transport.get_write_buffer_limits()
+        if transport.get_write_buffer_size() + len(item) > high:
+            return False
+        writer.write(item)
+        if transport.is_closing():  # the write found the pipe broken
+            raise anyio.BrokenResourceError
+        return True
 
     async def aclose(self) -> None:
         self._closed = True

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import select
 from collections import deque
+from collections.abc import Callable
 from typing import Final
 
 import anyio
@@ -160,6 +161,11 @@ class LineWriter:
         if queue_size < 1:
             raise ValueError("queue_size must be positive")
         self._stream = direct_send(stream)  # a process pipe is written without a pass
+        # Our pipe streams can write an item at once or not at all (fdstream); other streams
+        # (memory streams in tests, anyio's sockets) always take the awaited path.
+        self._try_send_now: Callable[[bytes], bool] | None = getattr(
+            self._stream, "try_send_now", None
+        )
         self._queue: deque[tuple[bytes, anyio.Event | None]] = deque()
         self._room = anyio.Semaphore(queue_size)  # a queued line holds a unit until written
         self._lock = anyio.Lock(fast_acquire=True)  # held by whoever is writing
@@ -199,6 +205,32 @@ class LineWriter:
             await written.wait()
             self._raise_if_failed()
 
+    def send_line_now(self, line: bytes) -> bool:
+        """Write one complete line at once, without waiting, or write nothing and return False.
+
+        It goes out only when nothing is being written or waiting, the line is at most
+        ``select.PIPE_BUF`` bytes, and the stream takes it whole right now (a pipe with room;
+        streams without ``try_send_now`` never do). A caller that bounds its wait on a write
+        then arms its timer only when this declines.
+
+        Raises:
+            ConnectionClosedError: the stream broke.
+            ResourceClosedError: the writer was closed.
+        """
+        self._raise_if_unusable()
+        try_send_now = self._try_send_now
+        if (
+            try_send_now is None
+            or self._queue
+            or self._lock.locked()
+            or len(line) > _ATOMIC_WRITE_BYTES
+        ):
+            return False
+        try:
+            return try_send_now(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise self._broken(exc) from exc
+
     def _raise_if_unusable(self) -> None:
         self._raise_if_failed()
         if self._closed:
@@ -212,10 +244,14 @@ class LineWriter:
         try:
             await self._stream.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            if self._failure is None:
-                self._failure = exc
-                self._doorbell_send.close()  # wakes run(), which reports the failure
-            raise ConnectionClosedError("the peer stopped reading") from exc
+            raise self._broken(exc) from exc
+
+    def _broken(self, exc: BaseException) -> ConnectionClosedError:
+        """Record the stream's failure (the first one) and the error to raise for it."""
+        if self._failure is None:
+            self._failure = exc
+            self._doorbell_send.close()  # wakes run(), which reports the failure
+        return ConnectionClosedError("the peer stopped reading")
 
     async def run(self) -> None:
         """Write queued lines until :meth:`close` is called or the stream breaks.

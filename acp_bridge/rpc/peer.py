@@ -37,7 +37,7 @@ import copy
 import logging
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NoReturn
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup, TaskStatus
@@ -326,22 +326,50 @@ class JsonRpcPeer:
         """
         await self._send(jsonrpc.notification(method, params), wait_written=wait_written)
 
+    async def notify_within(self, method: str, params: Any, timeout_s: float) -> bool:
+        """Send a notification and wait until it reached the stream, for at most ``timeout_s``
+        seconds. False when it had not by then (it stays queued and may still go out). The
+        timer is armed only when the stream cannot take the line at once, which a pipe with
+        room always does.
+
+        Raises:
+            ConnectionClosedError, ResourceClosedError, LocalProtocolError: as for request().
+        """
+        line = self._encode(jsonrpc.notification(method, params))
+        try:
+            if self._writer.send_line_now(line):
+                return True
+            with anyio.move_on_after(timeout_s):
+                await self._writer.send_line(line, wait_written=True)
+                return True
+            return False
+        except (ConnectionClosedError, ResourceClosedError) as exc:
+            self._raise_closed(exc)
+
     async def _send(self, message: dict[str, Any], *, wait_written: bool = False) -> None:
+        line = self._encode(message)
+        try:
+            await self._writer.send_line(line, wait_written=wait_written)
+        except (ConnectionClosedError, ResourceClosedError) as exc:
+            self._raise_closed(exc)
+
+    def _encode(self, message: dict[str, Any]) -> bytes:
+        """The message's line, shown to the observers; refused once the connection ended."""
         if self._closed_reason is not None:
             raise _fresh(self._closed_reason) from self._closed_reason
         line = jsonrpc.encode_message(message)
         for observer in self._observers:
             observer("out", line)
-        try:
-            await self._writer.send_line(line, wait_written=wait_written)
-        except (ConnectionClosedError, ResourceClosedError) as exc:
-            # The connection ended while this line waited: report why it ended, not the
-            # writer's view of it, so every caller sees the same error type.
-            if self._closed_reason is None and isinstance(exc, ConnectionClosedError):
-                self._close(exc)  # our own write found the stream broken
-            if self._closed_reason is not None:
-                raise _fresh(self._closed_reason) from self._closed_reason
-            raise
+        return line
+
+    def _raise_closed(self, exc: ConnectionClosedError | ResourceClosedError) -> NoReturn:
+        """Raise for a write that found the connection ended: why it ended, not the writer's
+        view of it, so every caller sees the same error type."""
+        if self._closed_reason is None and isinstance(exc, ConnectionClosedError):
+            self._close(exc)  # our own write found the stream broken
+        if self._closed_reason is not None:
+            raise _fresh(self._closed_reason) from self._closed_reason
+        raise exc
 
 
 def _fresh(exc: BaseException) -> BaseException:

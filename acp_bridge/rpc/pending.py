@@ -37,7 +37,7 @@ class PendingCall:
         self, response: Response | None = None, failure: BaseException | None = None
     ) -> bool:
         """Record the outcome once; later outcomes are ignored. Returns whether this one won."""
-        if self.is_settled:
+        if self.response is not None or self.failure is not None:  # is_settled, inlined
             return False
         self.response = response
         self.failure = failure

@@ -108,7 +108,7 @@ class TurnDriver:
             return
         if self._pending_cancel is None:
             self._pending_cancel = reason
-        cancel = TurnCancelRequested(reason, anyio.current_time())
+        cancel = TurnCancelRequested(reason, turn.clock())
         await self.session.perform(turn, turn.machine.handle(cancel))
         # The driver's wait needs the grace deadline, not a wake-up: move its deadline.
         deadline = turn.machine.next_deadline()
@@ -158,7 +158,7 @@ class TurnDriver:
         while not turn.is_closed:
             if self._pending_cancel is not None and not cancel_fed:
                 cancel_fed = True
-                now = anyio.current_time()
+                now = turn.clock()
                 await session.perform(
                     turn, machine.handle(TurnCancelRequested(self._pending_cancel, now))
                 )
@@ -175,18 +175,18 @@ class TurnDriver:
             self._waiting = None
             if scope.cancelled_caught:
                 if self._pending_cancel is None or cancel_fed:
-                    await session.perform(turn, machine.handle(Tick(anyio.current_time())))
+                    await session.perform(turn, machine.handle(Tick(turn.clock())))
                 continue
             if event is None:
                 # The agent's side ended; its answer or failure closed the machine.
                 await turn.wait_quietly()
                 if not turn.is_closed:
                     raise AssertionError(f"{turn!r} ended without closing its machine")
-                continue
+                return
             if deadline is not None or watch_idle:
                 # An agent flooding updates never lets the wait block: read the clock per event
                 # while a deadline runs (only then), so a grace window still expires.
-                now = anyio.current_time()
+                now = turn.clock()
                 if watch_idle:
                     machine.handle(UpdateArrived(now))
                 if deadline is not None and now >= deadline:
@@ -197,6 +197,8 @@ class TurnDriver:
     async def _flush(self, turn: Turn, on_event: EventSink) -> None:
         """Events the turn buffered after the machine closed it, then (when a quarantine closed
         it before the agent answered) the closing of its still-open tool calls, once."""
+        if not turn.has_leftovers:
+            return
         for event in turn.take_buffered():
             await on_event(event)
         for closed in turn.close_tool_calls("the turn was cancelled"):

@@ -40,7 +40,8 @@ def unraisable_when_collected(turn: list[Turn]) -> list[Any]:
 async def test_a_turn_left_before_its_agent_side_ended_leaves_no_stream_open() -> None:
     """``Session.end`` closes the turn the caller left. If the agent's side never ended (the
     process's exit report cut off by a teardown), nothing else ever closes the turn's sending
-    end: before the fix the collector warned about an unclosed MemoryObjectSendStream."""
+    end: once the collector warned about an unclosed MemoryObjectSendStream. The buffer is a
+    plain deque now; this pins that nothing of the turn warns when collected."""
     turn = Turn("s", timings=TurnTimings())
     turn.close()
     await turn.deliver_update(dict(CHUNK))  # a late update: dropped, no error
@@ -130,3 +131,55 @@ async def test_a_consumer_cancelled_while_it_waits_leaves_the_turn_readable() ->
         turn.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
     turn.close()
     assert texts == ["after"]
+
+
+async def test_a_deliverer_cancelled_while_held_at_the_bound_loses_nothing() -> None:
+    """At the bound the event is taken and only its deliverer waits: cancelling the wait (the
+    connection ending) cannot drop it."""
+    turn = Turn("s", buffer=1, timings=TurnTimings())
+    await turn.deliver_update(chunk("0"))
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(turn.deliver_update, chunk("1"))
+            await wait_all_tasks_blocked()  # held back: the buffer is past its bound
+            scope.cancel()
+    turn.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
+    texts: list[str] = []
+    await read_all(turn, texts)
+    assert texts == ["0", "1"]
+
+
+async def test_taking_the_buffer_includes_a_held_event_and_releases_its_deliverer() -> None:
+    turn = Turn("s", buffer=1, timings=TurnTimings())
+    released = anyio.Event()
+
+    async def deliver_two() -> None:
+        await turn.deliver_update(chunk("0"))
+        await turn.deliver_update(chunk("1"))  # held at the bound
+        released.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(deliver_two)
+        await wait_all_tasks_blocked()
+        assert not released.is_set()
+        taken = turn.take_buffered()
+        with anyio.fail_after(5):
+            await released.wait()
+    assert [event.raw["content"]["text"] for event in taken] == ["0", "1"]  # type: ignore[union-attr]
+    turn.close()
+
+
+async def test_waiting_quietly_releases_a_held_deliverer_and_drops_the_rest() -> None:
+    turn = Turn("s", buffer=1, timings=TurnTimings())
+    with anyio.fail_after(5):  # a deliverer left waiting would hang the group
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(turn.deliver_update, chunk("0"))
+            tg.start_soon(turn.deliver_update, chunk("1"))  # held at the bound
+            await wait_all_tasks_blocked()
+            tg.start_soon(turn.wait_quietly)  # nobody reads from here on: the deliverer goes on
+            await wait_all_tasks_blocked()
+            await turn.deliver_update(chunk("2"))  # dropped at once, no wait
+            turn.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
+    assert turn.take_buffered() == []
+    assert [event async for event in turn] == []
+    turn.close()
