@@ -1145,7 +1145,7 @@ layer's work, the commits included, to fit in about 0.15 ms per message.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median)")
-    parser.add_argument("--cancels", type=int, default=6, help="cooperative cancels per run")
+    parser.add_argument("--cancels", type=int, default=10, help="cooperative cancels per run")
     parser.add_argument("--messages", type=int, default=1000, help="messages per queue run")
     parser.add_argument(
         "--backends",
