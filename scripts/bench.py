@@ -164,6 +164,8 @@ def step_cancel(plan: Plan, s: Samples) -> None:
             for side, stamps in (
                 ("ours", bench_turns.cancel_ours("asyncio", plan.cancels, workdir, pause)),
                 ("sdk", bench_turns.cancel_sdk(plan.cancels, workdir, pause)),
+                # Like for like: the SDK's agent in a session of its own, as ours are started.
+                ("sdk_own", bench_turns.cancel_sdk(plan.cancels, workdir, pause, own_session=True)),
                 # Back to back: our driver waits out its settle window, the SDK nothing.
                 ("ours_b2b", bench_turns.cancel_ours("asyncio", plan.cancels, workdir)),
                 ("sdk_b2b", bench_turns.cancel_sdk(plan.cancels, workdir)),

