@@ -15,7 +15,7 @@ import os
 import select
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import anyio
 import pytest
@@ -52,17 +52,23 @@ def drain(fd: int) -> bytes:
         chunks.append(chunk)
 
 
+def fill(send_now: Callable[[bytes], bool]) -> int:
+    """Write LINE at once until the stream declines (it never waits); how many it took."""
+    taken = 0
+    while send_now(LINE):  # bounded by the pipe, or by the transport's high-water mark
+        taken += 1
+        assert taken < 1_000_000
+    assert taken > 0
+    assert not send_now(LINE)  # still full: nothing written, no wait
+    return taken
+
+
 async def test_a_pipe_with_room_takes_the_item_whole_and_a_full_one_takes_nothing(
     pipe: tuple[int, int],
 ) -> None:
     read_fd, write_fd = pipe
     stream = FdSendStream(write_fd)
-    taken = 0
-    while stream.try_send_now(LINE):  # a pipe holds a bounded number of bytes
-        taken += 1
-        assert taken < 1_000_000
-    assert taken > 0
-    assert not stream.try_send_now(LINE)  # still full: nothing written, no wait
+    taken = fill(stream.try_send_now)
     assert drain(read_fd) == LINE * taken  # only whole items, in order
     assert stream.try_send_now(LINE)  # room again
     assert drain(read_fd) == LINE
@@ -96,17 +102,11 @@ async def test_a_pipe_whose_reader_is_gone_is_a_broken_resource(pipe: tuple[int,
 async def test_a_process_stdin_takes_lines_at_once_until_its_reader_falls_behind() -> None:
     """On both backends: an agent that never reads its stdin. asyncio's transport counts as
     written below its high-water mark (as ``send`` does); trio's pipe until it is full."""
-    child = [sys.executable, "-c", "import time; time.sleep(600)"]
+    child = [sys.executable, "-c", "import signal; signal.pause()"]  # alive, never reading
     async with await anyio.open_process(child) as process:
         assert process.stdin is not None
         stream = direct_send(process.stdin)
-        send_now = stream.try_send_now  # type: ignore[attr-defined]
-        taken = 0
-        while send_now(LINE):  # never waits: bounded by the pipe or the high-water mark
-            taken += 1
-            assert taken < 1_000_000
-        assert taken > 0
-        assert not send_now(LINE)
+        fill(stream.try_send_now)  # type: ignore[attr-defined]
         process.kill()
         await process.wait()
 
