@@ -117,8 +117,8 @@ def bridge_options(grace_s: float = 5.0) -> Any:
 
 
 def turn_policy(grace_s: float = 5.0) -> Any:
+    from acp_bridge.core.turn_machine import TurnTimings
     from acp_bridge.session.driver import TurnPolicy
-    from acp_bridge.session.turn import TurnTimings
 
     return TurnPolicy(timings=TurnTimings(cancel_grace_s=grace_s))
 

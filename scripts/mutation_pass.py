@@ -42,21 +42,21 @@ WRITE_NOW = "tests/rpc/test_write_now.py"
 MUTANTS = [
     Mutant(
         "lifecycle: never remember that a generation got ready",
-        "acp_bridge/client/lifecycle.py",
+        "acp_bridge/core/lifecycle.py",
         "                self._ever_ready = True\n",
         "                pass\n",
         (LIFECYCLE, DEFECTS),
     ),
     Mutant(
         "lifecycle: the exit history is never trimmed",
-        "acp_bridge/client/lifecycle.py",
+        "acp_bridge/core/lifecycle.py",
         "        del self.history[:-_HISTORY_KEPT]\n",
         "",
         (LIFECYCLE,),
     ),
     Mutant(
         "lifecycle: a revive does not clear the history",
-        "acp_bridge/client/lifecycle.py",
+        "acp_bridge/core/lifecycle.py",
         "            self.history.clear()\n",
         "",
         (LIFECYCLE, DEFECTS),
@@ -222,7 +222,7 @@ MUTANTS = [
     ),
     Mutant(
         "turn machine: a second cancel re-arms the grace window",
-        "acp_bridge/client/turn_machine.py",
+        "acp_bridge/core/turn_machine.py",
         "        if self.state is not TurnState.PROMPTING:\n"
         "            return []  # a second cancel is harmless\n",
         "",

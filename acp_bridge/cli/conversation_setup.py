@@ -30,11 +30,11 @@ from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionPolicy
 from acp_bridge.conversation.reconcile import reconcile
 from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import ConfigMismatchError, QueueStoreError
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.session.driver import TurnPolicy
-from acp_bridge.session.turn import TurnTimings
 
 __all__ = [
     "ClaimedConversation",

@@ -3,7 +3,7 @@
 :class:`AgentLifetime` runs generation after generation (one loop at a time: a revive's loop
 waits for the last one to reap its process) and tells the agent's opener when the first one is
 ready. When a generation has exited it asks the restart policy, feeds the decision to the
-:class:`~acp_bridge.client.lifecycle.AgentLifecycle` machine, and performs what comes back:
+:class:`~acp_bridge.core.lifecycle.AgentLifecycle` machine, and performs what comes back:
 report the exit (an :class:`AgentExited` event, and the error that fails the turns in flight
 and the calls cut short), wait out the restart delay and start the next generation, give up
 (the :class:`RestartLimitError` calls raise until a revive), or fail the very first start.
@@ -21,11 +21,11 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import Process, TaskGroup, TaskStatus
 
-from acp_bridge.client.condition import Condition
 from acp_bridge.client.events import AgentExited, AgentGaveUp, AgentRestarting
 from acp_bridge.client.exit_report import history_lines, startup_failure, turn_failure
 from acp_bridge.client.generation import Generation, GenerationHost
-from acp_bridge.client.lifecycle import (
+from acp_bridge.core.condition import Condition
+from acp_bridge.core.lifecycle import (
     AgentLifecycle,
     AgentPhase,
     DelayElapsed,

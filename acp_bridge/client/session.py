@@ -8,7 +8,7 @@ servers, additional directories, the config options and mode chosen).
 At most one prompt is in flight per session: a second ``prompt()`` waits for the first turn to
 end, in the order the calls were made.
 
-A turn's lifecycle is its :class:`~acp_bridge.client.turn_machine.TurnMachine`; the session
+A turn's lifecycle is its :class:`~acp_bridge.core.turn_machine.TurnMachine`; the session
 performs its actions (:meth:`Session.perform`): send ``session/cancel`` within a bound, wait out
 the grace window, quarantine the agent. The session layer's driver performs the same machine
 through the same method, so a turn has one grace window, whoever cancels it.
@@ -29,7 +29,7 @@ import anyio
 from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.turn import Turn
-from acp_bridge.client.turn_machine import (
+from acp_bridge.core.turn_machine import (
     CancelUnwritable,
     Quarantine,
     SendCancel,

@@ -25,11 +25,16 @@ import anyio
 from anyio.abc import Process, TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from acp_bridge.client.condition import Condition
 from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.events import EventHub, LifecycleEvent
 from acp_bridge.client.handlers import ClientHandlers
-from acp_bridge.client.lifecycle import (
+from acp_bridge.client.lifetime import AgentLifetime
+from acp_bridge.client.options import ClientOptions
+from acp_bridge.client.session import Session
+from acp_bridge.client.session_registry import SessionRegistry
+from acp_bridge.client.turn import Turn
+from acp_bridge.core.condition import Condition
+from acp_bridge.core.lifecycle import (
     AgentLifecycle,
     AgentPhase,
     GenerationEnding,
@@ -39,11 +44,6 @@ from acp_bridge.client.lifecycle import (
     ReviveRequested,
     ShutdownRequested,
 )
-from acp_bridge.client.lifetime import AgentLifetime
-from acp_bridge.client.options import ClientOptions
-from acp_bridge.client.session import Session
-from acp_bridge.client.session_registry import SessionRegistry
-from acp_bridge.client.turn import Turn
 from acp_bridge.errors import (
     AgentExitedError,
     AuthRequiredError,
@@ -66,7 +66,7 @@ _T = TypeVar("_T")
 class SupervisedAgent:
     """An ACP agent kept alive across crashes. Use :func:`open_supervised_agent`.
 
-    Its lifecycle is an :class:`~acp_bridge.client.lifecycle.AgentLifecycle`: this class feeds
+    Its lifecycle is an :class:`~acp_bridge.core.lifecycle.AgentLifecycle`: this class feeds
     the machine and wakes waiters through one :class:`Condition` after every transition; its
     :class:`AgentLifetime` runs the generations and performs each exit's actions, and its
     :class:`SessionRegistry` opens and keeps the sessions.

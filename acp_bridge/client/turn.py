@@ -9,7 +9,7 @@ the turn has ended, after every event of the turn. :meth:`Turn.wait` then gives 
 raises the failure), and also drains events nobody read, so a caller that only wants the result
 cannot deadlock the reader.
 
-The turn's lifecycle belongs to its :class:`~acp_bridge.client.turn_machine.TurnMachine`
+The turn's lifecycle belongs to its :class:`~acp_bridge.core.turn_machine.TurnMachine`
 (``Turn.machine``): the prompt's answer and failure are fed to it here, a cancel, the grace
 window and a quarantine by whoever runs the turn (``Session.end`` or the session layer's
 driver). The *agent's* side of the turn ends exactly once, synchronously (:meth:`finish_now` or
@@ -31,14 +31,14 @@ import anyio
 
 from acp_bridge.client.events import PermissionDecided, ToolCallClosed, TurnEvent, UpdateReceived
 from acp_bridge.client.toolcalls import ToolCallTracker
-from acp_bridge.client.turn_machine import (
+from acp_bridge.clock import loop_clock
+from acp_bridge.core.turn_machine import (
     PromptAnswered,
     PromptFailed,
     TurnMachine,
     TurnState,
     TurnTimings,
 )
-from acp_bridge.clock import loop_clock
 from acp_bridge.errors import AgentExitedError, AuthRequiredError
 from acp_bridge.wire.acp import PromptAnswer, PromptResponse
 

@@ -4,7 +4,7 @@ Tasks (one task group): the editor reader and its dispatcher, the editor writer
 (:mod:`.editor_link`), the supervisor (:mod:`.supervision`: one agent process at a time, a
 :class:`~.generation.Generation` with its writer, exit watcher and reader, :mod:`.agent_side`),
 and a timer per armed cancel grace (:mod:`.prompt_flow`). Every decision is taken by a pure
-part (:class:`~acp_bridge.client.lifecycle.AgentLifecycle` and the restart policy for the agent,
+part (:class:`~acp_bridge.core.lifecycle.AgentLifecycle` and the restart policy for the agent,
 :class:`~.turns.PromptTurns` for prompts, :mod:`.routing` for ids, :mod:`.registry` for
 sessions); this module performs it (the prompts' decisions through :mod:`.prompt_flow`). State
 changes happen between awaits, so no decision sees a half-made change. While an agent

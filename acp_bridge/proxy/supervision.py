@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 import anyio
 
-from acp_bridge.client.condition import Condition
-from acp_bridge.client.lifecycle import (
+from acp_bridge.core.condition import Condition
+from acp_bridge.core.lifecycle import (
     AgentLifecycle,
     AgentPhase,
     DelayElapsed,

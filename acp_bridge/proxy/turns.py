@@ -3,7 +3,7 @@
 Each session has at most one ``session/prompt`` in flight at the agent; a prompt the editor
 sends meanwhile waits in the session's FIFO and is forwarded when the turn in flight is
 answered (``queueing=False`` forwards every prompt at once, as the editor sent it). Each turn
-in flight has a :class:`~acp_bridge.client.turn_machine.TurnMachine`, which owns the cancel
+in flight has a :class:`~acp_bridge.core.turn_machine.TurnMachine`, which owns the cancel
 grace: the editor's ``session/cancel`` passes through to the agent and arms the window; if the
 agent has not answered when it expires, the bridge answers the editor ``cancelled`` itself and
 the agent is quarantined (replaced, the session restored before the next prompt).
@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_bridge.client.turn_machine import (
+from acp_bridge.core.turn_machine import (
     PromptAnswered,
     PromptFailed,
     Quarantine,

@@ -30,7 +30,7 @@ import anyio
 from acp_bridge.client.events import TurnEvent
 from acp_bridge.client.session import Content, Session
 from acp_bridge.client.turn import Turn
-from acp_bridge.client.turn_machine import (
+from acp_bridge.core.turn_machine import (
     Tick,
     TurnCancelRequested,
     TurnOutcome,

@@ -17,16 +17,16 @@ import anyio
 import pytest
 
 from acp_bridge.client.events import AgentExited, AgentGaveUp, AgentRestarting, SessionRestored
-from acp_bridge.client.lifecycle import AgentPhase
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.client.turn import Turn
+from acp_bridge.core.lifecycle import AgentPhase
+from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import AgentExitedError, ResourceClosedError
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
-from acp_bridge.session.turn import TurnTimings
 from acp_bridge.wire.acp import PromptAnswer
 
 pytestmark = pytest.mark.anyio

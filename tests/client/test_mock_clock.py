@@ -17,12 +17,12 @@ import pytest
 
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import AgentExitedError
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
-from acp_bridge.session.turn import TurnTimings
 
 trio_testing = pytest.importorskip("trio.testing")
 

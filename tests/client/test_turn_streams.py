@@ -13,7 +13,7 @@ from anyio import wait_all_tasks_blocked
 
 from acp_bridge.client.events import UpdateReceived
 from acp_bridge.client.turn import Turn
-from acp_bridge.session.turn import TurnTimings
+from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.wire.acp import PromptAnswer
 
 pytestmark = pytest.mark.anyio

@@ -20,11 +20,11 @@ from acp_bridge.client.supervisor import open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.store import QueueStore, StoredMessage
+from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.session.driver import TurnPolicy
-from acp_bridge.session.turn import TurnTimings
 
 AGENTS = Path(__file__).resolve().parents[2] / "fixtures" / "agents"
 OPTIONS = ClientOptions(

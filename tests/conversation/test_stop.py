@@ -23,12 +23,12 @@ from acp_bridge.client.supervisor import open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.store import QueueStore
+from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import ResourceClosedError
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.session.driver import TurnPolicy
-from acp_bridge.session.turn import TurnTimings
 from tests.conversation.gates import leave_the_event_loop
 
 pytestmark = pytest.mark.anyio

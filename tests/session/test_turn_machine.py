@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_bridge.session.turn import (
+from acp_bridge.core.turn_machine import (
     ArmGrace,
     CancelUnwritable,
     Close,

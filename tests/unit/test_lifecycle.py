@@ -6,7 +6,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from acp_bridge.client.lifecycle import (
+from acp_bridge.core.lifecycle import (
     AgentLifecycle,
     AgentPhase,
     DelayElapsed,
