@@ -443,13 +443,15 @@ class StoreTimer:
     local: threading.local = field(default_factory=threading.local)
 
     def install(self, store: Any) -> None:
-        from acp_bridge.conversation.store import QueueStore
+        from acp_bridge.conversation.store_writes import QueueWrites
 
-        for name, member in vars(QueueStore).items():
+        # The queue's changes (the facade's reads and catalog calls are not timed, as before).
+        for name, member in vars(QueueWrites).items():
             if name.startswith("_") or name in ("open", "close") or not callable(member):
                 continue
             setattr(store, name, self._wrap(name, getattr(store, name)))
-        store._lock = TimedLock(store._lock, self.local)
+        connection = store._connection  # the parts' one connection holds the lock
+        connection._lock = TimedLock(connection._lock, self.local)
 
     def _wrap(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
@@ -1164,7 +1166,7 @@ from the turn's steps let a send issued before an auth failure lift the halt tha
 `--durability power` keeps an fsync per commit (its row above).
 
 Commits no longer cross threads. The store commits on the event loop's thread whenever that
-cannot wait (`StoreBase.commit_now_if_free`: the store's lock free in this process, no other
+cannot wait (`QueueStore.commit_now_if_free`: the store's lock free in this process, no other
 process writing, never with `--durability power`), and WAL checkpoints, where
 `synchronous=NORMAL` fsyncs, run in a thread and a connection of their own
 (`sqlite_wal.WalCheckpointer`). A worker thread's round trip cost 0.17-0.22 ms here, more than a

@@ -67,7 +67,7 @@ from acp_bridge.cli.render import EventPrinter
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.queue_model import RETRYABLE_STATES, MessageState
+from acp_bridge.conversation.queue_states import RETRYABLE_STATES, MessageState
 from acp_bridge.errors import AgentError, BridgeError, SpawnError
 from acp_bridge.process.spec import AgentSpec
 

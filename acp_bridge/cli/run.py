@@ -49,7 +49,9 @@ from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.fanout import lifecycle_json
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.store import ConversationRecord, MessageState, QueueStore
+from acp_bridge.conversation.queue_states import MessageState
+from acp_bridge.conversation.records import ConversationRecord
+from acp_bridge.conversation.store import QueueStore
 from acp_bridge.errors import (
     AgentError,
     BridgeError,

@@ -25,7 +25,8 @@ from acp_bridge.conversation.group_commit import GroupCommit, PendingCall
 from acp_bridge.conversation.journal import FinalEvent, StructuredError, TurnJournal, final_event
 from acp_bridge.conversation.publishing import EventPublisher
 from acp_bridge.conversation.queue_model import MessageFinal
-from acp_bridge.conversation.store import FinishedTurn, QueueStore
+from acp_bridge.conversation.records import FinishedTurn
+from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.turn_events import Emit
 
 __all__ = ["SubmittedFinal", "TurnBoundaries", "started_event"]

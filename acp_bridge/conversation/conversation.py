@@ -58,14 +58,16 @@ from acp_bridge.conversation.queue_model import (
     Failed,
     Idle,
     MessageFinal,
-    MessageRecord,
     ReviveAgent,
     StartTurn,
 )
-from acp_bridge.conversation.store import ConversationRecord, LogEntry, QueueStore
+from acp_bridge.conversation.queue_states import MessageRecord
+from acp_bridge.conversation.records import ConversationRecord
+from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.turn_events import TurnEvents
 from acp_bridge.conversation.turns import TurnRunner
-from acp_bridge.conversation.usage import Usage
+from acp_bridge.conversation.usage import UsageTotals
 from acp_bridge.errors import ResourceClosedError
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
 
@@ -229,7 +231,7 @@ class Conversation:
         return list(self._machine.messages())
 
     @property
-    def usage(self) -> Usage:
+    def usage(self) -> UsageTotals:
         """What the conversation's messages spent so far (stored ones included), and the
         latest context snapshot. Updated when each message reaches its final state."""
         return self._journal.usage

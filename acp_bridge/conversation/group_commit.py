@@ -7,7 +7,7 @@ commits in a worker thread, the calls arriving meanwhile wait and form the next 
 (a thousand sends while turns run) most calls share a commit.
 
 Where a batch runs: at once, in the event loop's thread, when the store can commit it without
-waiting (:meth:`~.store_base.StoreBase.commit_now_if_free`: no fsync per commit, the store free
+waiting (:meth:`~.store.QueueStore.commit_now_if_free`: no fsync per commit, the store free
 in this process, no other process writing; checkpoints run in a thread of their own). That is
 the common case, and it saves a worker thread's round trip, which costs more than a queue
 turn's statements. Otherwise, and to report a failure, the batch runs in a worker thread, where
@@ -42,7 +42,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from acp_bridge.conversation.store_base import StoreBase
+from acp_bridge.conversation.store import QueueStore
 
 __all__ = ["GroupCommit", "PendingCall"]
 
@@ -105,7 +105,7 @@ class PendingCall(Generic[_T]):
 class GroupCommit:
     """Queued store calls of one store, committed in batches."""
 
-    def __init__(self, store: StoreBase) -> None:
+    def __init__(self, store: QueueStore) -> None:
         self._store = store
         self._queued: deque[PendingCall[Any]] = deque()
         self.committing = False
@@ -125,7 +125,7 @@ class GroupCommit:
 
     def commit_now(self) -> bool:
         """Commit every queued call at once, in this thread, if the store can without waiting
-        (see :meth:`~.store_base.StoreBase.commit_now_if_free`); False leaves them queued."""
+        (see :meth:`~.store.QueueStore.commit_now_if_free`); False leaves them queued."""
         calls = list(self._queued)
         if not self._store.commit_now_if_free(partial(self._run_all_or_nothing, calls)):
             return False

@@ -17,8 +17,8 @@ A (state, event type) pair missing from a table is a transition that must never 
 pass in before it steps, so reaching that error is a bug in the machine itself.
 
 The tables below are the chart: one line per transition, with why it happens. The four
-machines' states and :class:`MessageRecord` live in :mod:`.queue_states`; this module re-exports
-them, so ``from acp_bridge.conversation.queue_model import MessageState`` keeps working.
+machines' states and :class:`~.queue_states.MessageRecord` live in :mod:`.queue_states`, and are
+imported from there.
 """
 
 from __future__ import annotations
@@ -27,30 +27,19 @@ import enum
 from collections.abc import Mapping
 from typing import Final, Literal, TypeVar
 
-from acp_bridge.conversation.queue_states import (
-    FINAL_STATES,
-    RETRYABLE_STATES,
-    AgentState,
-    GateState,
-    MessageRecord,
-    MessageState,
-    SlotState,
-)
+from acp_bridge.conversation.queue_states import AgentState, GateState, MessageState, SlotState
 from acp_bridge.errors import LocalProtocolError
 from acp_bridge.record import record
 
 __all__ = [
     "AGENT_TRANSITIONS",
     "BRIDGE_STOPPED_ERROR",
-    "FINAL_STATES",
     "GATE_TRANSITIONS",
     "MESSAGE_TRANSITIONS",
-    "RETRYABLE_STATES",
     "SLOT_TRANSITIONS",
     "TIMEOUT_ERROR",
     "Action",
     "AgentLost",
-    "AgentState",
     "Answered",
     "CancelReason",
     "CancelRequested",
@@ -58,18 +47,14 @@ __all__ = [
     "CloseRequested",
     "Event",
     "Failed",
-    "GateState",
     "Halted",
     "Idle",
     "IdleReason",
     "MessageFinal",
-    "MessageRecord",
-    "MessageState",
     "Outcome",
     "RetryRequested",
     "ReviveAgent",
     "ReviveDecided",
-    "SlotState",
     "StartConfirmed",
     "StartDecided",
     "StartTurn",

@@ -1,5 +1,8 @@
-"""The queue store's connection: one transaction at a time under a lock, errors translated once,
-and the row lookups every part of the store shares. See :mod:`.store` for the whole story."""
+"""The queue store's connection: one transaction at a time under a lock, sqlite3 errors
+translated once, group commits (:meth:`StoreConnection.batch`) and commits that never wait
+(:meth:`StoreConnection.commit_now_if_free`), the WAL's checkpoints, and closing. Every part of
+the store runs its statements through the one :class:`StoreConnection` it was given. See
+:mod:`.store` for the whole story."""
 
 from __future__ import annotations
 
@@ -7,31 +10,16 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import TracebackType
-from typing import Self, TypeVar
 
-from acp_bridge.conversation.records import (
-    ConversationRecord,
-    MessageState,
-    StoredMessage,
-    conversation_from_row,
-    message_from_row,
-)
-from acp_bridge.errors import (
-    QueueStoreError,
-    ResourceClosedError,
-    UnknownConversationError,
-    UnknownMessageError,
-)
+from acp_bridge.errors import QueueStoreError, ResourceClosedError
 from acp_bridge.sqlite_wal import WalCheckpointer
 
-__all__ = ["StoreBase"]
-
-_T = TypeVar("_T")
+__all__ = ["StoreConnection"]
 
 
-class StoreBase:
-    """The connection of a :class:`~.store.QueueStore`, thread-safe (one lock)."""
+class StoreConnection:
+    """The one connection of a :class:`~.store.QueueStore`, shared by its parts; thread-safe
+    (one lock)."""
 
     def __init__(self, conn: sqlite3.Connection, path: str, *, fsync: bool = False) -> None:
         """Use :meth:`QueueStore.open <.store.QueueStore.open>`. ``fsync``: the connection
@@ -69,19 +57,13 @@ class StoreBase:
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         state = "OPEN" if self._conn is not None else "CLOSED"
         return f"<{type(self).__name__} {self._path} [{state}]>"
 
-    # -- shared by the parts of the store ----------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self._conn is not None
 
     @contextmanager
     def batch(self, what: str = "commit a batch of changes") -> Iterator[None]:
@@ -115,7 +97,7 @@ class StoreBase:
                 raise QueueStoreError(f"{self._path}: could not {what}: {exc}") from exc
 
     @contextmanager
-    def _transaction(self, what: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+    def transaction(self, what: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
         """One transaction under the lock; sqlite3 errors become QueueStoreError here, once.
         Inside this thread's :meth:`batch`, the batch's transaction instead."""
         if self._batch_thread == threading.get_ident():
@@ -211,45 +193,3 @@ class StoreBase:
         if self._conn is None:
             raise ResourceClosedError(f"the queue store {self._path} is closed")
         return self._conn
-
-    def _list_conversations(self, *, limit: int) -> list[ConversationRecord]:
-        with self._transaction("list conversations", write=False) as db:
-            rows = db.execute(
-                "SELECT * FROM conversations ORDER BY updated_at DESC, rowid DESC LIMIT ?",
-                (limit,),
-            ).fetchall()
-            return [self._decode(conversation_from_row, row) for row in rows]
-
-    def _conversation(self, db: sqlite3.Connection, conversation_id: str) -> ConversationRecord:
-        row = db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,))
-        return self._decode(conversation_from_row, row.fetchone())
-
-    def _message(
-        self, db: sqlite3.Connection, conversation_id: str, seq: int
-    ) -> StoredMessage | None:
-        row = db.execute(
-            "SELECT * FROM messages WHERE conversation_id = ? AND seq = ?", (conversation_id, seq)
-        ).fetchone()
-        return None if row is None else self._decode(message_from_row, row)
-
-    def _require(self, db: sqlite3.Connection, conversation_id: str) -> None:
-        if db.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone():
-            return
-        raise UnknownConversationError(self._path, conversation_id)
-
-    def _state(self, db: sqlite3.Connection, conversation_id: str, seq: int) -> MessageState:
-        """The message's state; raises UnknownConversationError / UnknownMessageError."""
-        row = db.execute(
-            "SELECT state FROM messages WHERE conversation_id = ? AND seq = ?",
-            (conversation_id, seq),
-        ).fetchone()
-        if row is None:
-            self._require(db, conversation_id)
-            raise UnknownMessageError(self._path, conversation_id, seq)
-        return self._decode(lambda r: MessageState(r[0]), row)
-
-    def _decode(self, decode: Callable[[sqlite3.Row], _T], row: sqlite3.Row) -> _T:
-        try:
-            return decode(row)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise QueueStoreError(f"{self._path}: corrupt record {tuple(row)!r}: {exc}") from exc
