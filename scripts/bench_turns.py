@@ -443,14 +443,16 @@ class StoreTimer:
     local: threading.local = field(default_factory=threading.local)
 
     def install(self, store: Any) -> None:
-        from acp_bridge.conversation.store_writes import QueueWrites
+        try:  # the queue's changes: the methods QueueStore defined itself before the facade
+            from acp_bridge.conversation.store_writes import QueueWrites as timed
+        except ImportError:  # before the store became a facade over its parts
+            from acp_bridge.conversation.store import QueueStore as timed  # type: ignore[assignment]
 
-        # The queue's changes (the facade's reads and catalog calls are not timed, as before).
-        for name, member in vars(QueueWrites).items():
+        for name, member in vars(timed).items():
             if name.startswith("_") or name in ("open", "close") or not callable(member):
                 continue
             setattr(store, name, self._wrap(name, getattr(store, name)))
-        connection = store._connection  # the parts' one connection holds the lock
+        connection = getattr(store, "_connection", store)  # the one holding the lock
         connection._lock = TimedLock(connection._lock, self.local)
 
     def _wrap(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:

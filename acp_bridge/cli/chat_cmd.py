@@ -30,7 +30,7 @@ from acp_bridge.cli.chat_reader import (
     EndOfInput,
     History,
     Line,
-    LineReader,
+    TypedLineReader,
     line_buffer,
     restore_terminal,
     save_terminal,
@@ -260,7 +260,7 @@ class _Chat:
                 "them (a new message is sent after them)"
             )
         token = anyio.lowlevel.current_token()
-        reader = LineReader(
+        reader = TypedLineReader(
             self.screen, lambda item: anyio.from_thread.run_sync(self._post, item, token=token)
         )
         reader.start(PROMPT)

@@ -60,12 +60,12 @@ __all__ = [
     "StartTurn",
     "StartWithdrawn",
     "StopRequested",
-    "TurnCancelled",
     "TurnCompleted",
     "TurnEnded",
     "TurnFailed",
     "TurnSuperseded",
     "Verdict",
+    "VerdictCancelled",
     "WorkRequested",
     "next_state",
     "verdict",
@@ -186,7 +186,11 @@ class TurnCompleted(Event):
 
 
 @record
-class TurnCancelled(Event):
+class VerdictCancelled(Event):
+    """The turn counts as cancelled: a stop or close asked for it, or the agent answered
+    ``cancelled`` by itself. (Not :class:`acp_bridge.agents.tool_runner.TurnCancelled`, the
+    built-in agent's exception.)"""
+
     stop_reason: str | None = None
 
 
@@ -202,7 +206,7 @@ class TurnFailed(Event):
     stop_reason: str | None = None
 
 
-Verdict = TurnCompleted | TurnCancelled | TurnSuperseded | TurnFailed
+Verdict = TurnCompleted | VerdictCancelled | TurnSuperseded | TurnFailed
 
 
 # -- actions (imperative) ---------------------------------------------------------------------
@@ -267,9 +271,9 @@ MESSAGE_TRANSITIONS: Mapping[tuple[MessageState, type[Event]], MessageState] = {
     (_Q, StartConfirmed): _R,
     # Withdrawn while its StartTurn was out (the agent cold-starting): it counts as the turn.
     (_Q, TurnSuperseded): MessageState.SUPERSEDED,
-    (_Q, TurnCancelled): MessageState.CANCELLED,
+    (_Q, VerdictCancelled): MessageState.CANCELLED,
     (_R, TurnCompleted): MessageState.DONE,
-    (_R, TurnCancelled): MessageState.CANCELLED,
+    (_R, VerdictCancelled): MessageState.CANCELLED,
     (_R, TurnSuperseded): MessageState.SUPERSEDED,
     (_R, TurnFailed): MessageState.FAILED,  # error, agent crash, timeout, bridge crash
     # A final state is left only by an explicit retry, and never from DONE.
@@ -345,7 +349,7 @@ def verdict(cancel: CancelReason | None, outcome: Outcome | None) -> Verdict:
     if cancel == "interrupt":
         return TurnSuperseded(stop_reason)
     if cancel in ("stop", "close"):
-        return TurnCancelled(stop_reason)
+        return VerdictCancelled(stop_reason)
     if cancel == "timeout":
         return TurnFailed(TIMEOUT_ERROR, recoverable=True, stop_reason=stop_reason)
     if isinstance(outcome, Failed):
@@ -353,5 +357,5 @@ def verdict(cancel: CancelReason | None, outcome: Outcome | None) -> Verdict:
     if outcome is None:
         raise LocalProtocolError("a turn nobody cancelled ended without an outcome")
     if outcome.stop_reason == "cancelled":  # the agent cancelled by itself: the queue goes on
-        return TurnCancelled(outcome.stop_reason)
+        return VerdictCancelled(outcome.stop_reason)
     return TurnCompleted(outcome.stop_reason)
