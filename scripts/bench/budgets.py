@@ -1,21 +1,26 @@
 """The budgets of design.md and the issues, judged on ``scripts/bench.py``'s raw samples.
 
 Pure: ``{name: [value per run]}`` in, :class:`Budget` rows out (pass, miss or not measured, and
-the known cause of a miss).
+the known cause of a miss). The budgets themselves are data, :data:`TABLE`: one :class:`Rule` per
+budget, and :func:`budgets` is the one loop that judges them.
 """
 
 from __future__ import annotations
 
+import operator
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
 Values = dict[str, list[float]]
+Notes = dict[str, str]
 MB_IN_MIB = 1e6 / 2**20
 
 
 @dataclass
 class Budget:
+    """One budget judged: what the summary prints and the JSON file keeps."""
+
     name: str
     budget: str
     source: str
@@ -23,6 +28,48 @@ class Budget:
     verdict: str
     """``pass``, ``miss`` or ``not measured``."""
     cause: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One budget: what it compares, how, against which limit, and how the figure is printed."""
+
+    name: str
+    text: str
+    """The budget as printed; ``{largest:,}`` is the largest size measured under ``sized_by``."""
+    source: str
+    measure: str | Callable[[Values], float | None]
+    """A sample key (its median is judged), or a function deriving the figure from the samples."""
+    compare: str
+    """The figure passes when ``figure <compare> limit * scale`` holds."""
+    limit: float
+    shown: str | Callable[[float, Values, Notes], str]
+    """The printed figure: a format applied to ``figure / scale`` (its unit in it), or a
+    function of the figure, the samples and the notes."""
+    scale: float = 1.0
+    """Sample units per printed unit (the samples hold MiB, the memory budgets say MB)."""
+    sized_by: str = ""
+    """The sample prefix whose largest size ``text`` names."""
+
+    def figure(self, values: Values) -> float | None:
+        measure = self.measure
+        return med(values, measure) if isinstance(measure, str) else measure(values)
+
+    def passes(self, figure: float) -> bool:
+        return COMPARE[self.compare](figure, self.limit * self.scale)
+
+    def show(self, figure: float, values: Values, notes: Notes) -> str:
+        if callable(self.shown):
+            return self.shown(figure, values, notes)
+        return self.shown.format(figure / self.scale)
+
+
+COMPARE: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "<": operator.lt,
+    "==": operator.eq,
+}
 
 
 def med(values: Values, key: str) -> float | None:
@@ -135,180 +182,115 @@ CAUSES = {
 }
 
 
-def budgets(values: Values, notes: dict[str, str]) -> list[Budget]:
-    rows: list[Budget] = []
+# -- figures derived from several samples -------------------------------------------------------
 
-    def add(
-        name: str,
-        budget: str,
-        source: str,
-        key: str | float | None,
-        ok: Callable[[float], bool],
-        shown: Callable[[float], str],
-    ) -> None:
-        value = med(values, key) if isinstance(key, str) else key
-        if value is None:
-            rows.append(Budget(name, budget, source, "–", "not measured"))
-            return
-        verdict = "pass" if ok(value) else "miss"
-        cause = CAUSES.get(name, "") if verdict == "miss" else ""
-        rows.append(Budget(name, budget, source, shown(value), verdict, cause))
 
-    add(
-        "stream_ratio",
-        "streaming 10,000 chunks: >= 2x the SDK client, same stdlib agent",
-        "design.md",
-        "stream.ratio",
-        lambda v: v >= 2,
-        lambda v: f"{v:.2f}x",
-    )
-    add(
-        "stream_rate",
-        "streaming from the stdlib flood agent: >= 50,000 updates/s",
-        "design.md",
-        "stream.ours_updates_per_s",
-        lambda v: v >= 50_000,
-        lambda v: f"{v:,.0f}/s",
-    )
-    add(
-        "proxy_ratio",
-        "proxy throughput >= 0.9x the direct pipe",
-        "design.md",
-        "proxy.throughput_ratio",
-        lambda v: v >= 0.9,
-        lambda v: f"{v:.3f}x",
-    )
-    add(
-        "proxy_latency",
-        "proxy: median added round trip < 0.5 ms",
-        "design.md",
-        "proxy.added_latency_ms",
-        lambda v: v < 0.5,
-        lambda v: f"+{v:.3f} ms",
-    )
-    add(
-        "cancel",
-        "cooperative cancel: the agent's `cancelled` -> the caller <= 5 ms",
-        "design.md",
-        "cancel.ours_after_answer_ms",
-        lambda v: v <= 5,
-        lambda v: f"{v:.2f} ms",
-    )
-    ours_cancel = med(values, "cancel.ours_total_ms")
-    sdk_cancel = med(values, "cancel.sdk_total_ms")
-    # Like for like when measured: the SDK's agent started in a session of its own, as the
-    # bridge starts every agent (bench_turns.OWN_SESSION says why that matters).
-    measured_own = med(values, "cancel.sdk_own_total_ms")
-    sdk_own = measured_own or sdk_cancel
-    ours_b2b = med(values, "cancel.ours_b2b_total_ms")
-    sdk_b2b = med(values, "cancel.sdk_b2b_total_ms")
+def cancel_vs_sdk(values: Values) -> float | None:
+    """Our cooperative cancel over the SDK's, like for like when measured: the SDK's agent
+    started in a session of its own, as the bridge starts every agent
+    (:data:`scripts.bench.turns.OWN_SESSION` says why that matters); else the SDK's agent in
+    the caller's session."""
+    ours = med(values, "cancel.ours_total_ms")
+    sdk = med(values, "cancel.sdk_own_total_ms") or med(values, "cancel.sdk_total_ms")
+    return None if ours is None or not sdk else ours / sdk
 
-    def cancel_cell(v: float) -> str:
-        notes = []
-        if measured_own and ours_cancel is not None and sdk_cancel:
-            notes.append(f"its agent in the caller's session: {ours_cancel / sdk_cancel:.2f}x")
-        if ours_b2b and sdk_b2b:
-            notes.append(f"back to back {ours_b2b / sdk_b2b:.2f}x")
-        return f"{v:.2f}x" + (f" ({'; '.join(notes)})" if notes else "")
 
-    add(
-        "cancel_vs_sdk",
-        "cooperative cancel: request -> the caller sees `cancelled`, no slower than the SDK "
-        "(its agent started as ours are, in a session of its own)",
-        "issue 7",
-        None if ours_cancel is None or not sdk_own else ours_cancel / sdk_own,
-        lambda v: v <= 1.0,
-        cancel_cell,
-    )
+def grace_worst_error(values: Values) -> float | None:
+    """The largest close error (ms, absolute) over the grace windows measured."""
     errors = [
         abs(m)
         for k in values
         if k.startswith("grace.") and k.endswith(".error_ms")
         if (m := med(values, k)) is not None
     ]
-    add(
-        "grace",
-        "stubborn agent: the turn closes at the grace window +/- 50 ms",
-        "design.md",
-        max(errors) if errors else None,
-        lambda v: v <= 50,
-        lambda v: f"{v:+.1f} ms (worst window)",
-    )
-    add(
-        "recovery",
-        "SIGKILL mid-turn -> next turn: agent start + init + load + < 150 ms",
-        "design.md",
-        "recovery.overhead_ms",
-        lambda v: v < 150,
-        lambda v: f"{v:+.1f} ms",
-    )
-    add(
-        "help",
-        "`acp-bridge --help` < 150 ms",
-        "design.md",
-        "startup.help_ms",
-        lambda v: v < 150,
-        lambda v: f"{v:.0f} ms",
-    )
-    heavy = notes.get("startup.heavy_modules")
-    add(
-        "imports",
-        "`import acp_bridge` imports neither litellm nor the ACP SDK",
-        "design.md",
-        "startup.heavy_modules_imported",
-        lambda v: v == 0,
-        lambda v: "neither" if v == 0 else f"imports {heavy}",
-    )
-    add(
-        "oneshot",
-        "one-shot `acp-bridge run` <= 1.1x the TypeScript SDK client",
-        "issue 8",
-        "startup.run_ratio_ts",
-        lambda v: v <= 1.1,
-        lambda v: f"{v:.2f}x",
-    )
-    add(
-        "memory_one",
-        "bridge RSS supervising one agent < 50 MB",
-        "design.md",
-        "memory.1.bridge_mib",
-        lambda v: v < 50 * MB_IN_MIB,
-        lambda v: f"{v / MB_IN_MIB:.1f} MB",
-    )
-    add(
-        "memory_extra",
-        "< +2 MB per extra supervised agent",
-        "design.md",
-        "memory.per_extra_agent_mib",
-        lambda v: v < 2 * MB_IN_MIB,
-        lambda v: f"+{v / MB_IN_MIB:.2f} MB",
-    )
-    sizes = sizes_of(values, "replay")
-    add(
-        "replay",
-        f"`session/load` replay linear up to {sizes[-1] if sizes else 0:,} updates "
-        "(cost per update at the largest size <= 1.5x the next smaller)",
-        "design.md",
-        linear(values, "replay", sizes, per_unit=True),
-        lambda v: v <= 1.5,
-        lambda v: f"{v:.2f}x",
-    )
-    queues = sizes_of(values, "queue_growth")
-    add(
-        "queue_growth",
-        f"queue O(n): time per turn with {queues[-1] if queues else 0:,} queued "
-        "<= 1.5x with the next shorter queue",
-        "design.md",
-        linear(values, "queue_growth", queues, per_unit=False),
-        lambda v: v <= 1.5,
-        lambda v: f"{v:.2f}x",
-    )
-    add(
-        "queue",
-        "queue turns/s >= 0.5x the SDK's bare prompts/s, durable across a bridge crash",
-        "issue 11 (aim)",
-        "queue.ratio",
-        lambda v: v >= 0.5,
-        lambda v: f"{v:.2f}x",
-    )
+    return max(errors) if errors else None
+
+
+def replay_linearity(values: Values) -> float | None:
+    return linear(values, "replay", sizes_of(values, "replay"), per_unit=True)
+
+
+def queue_linearity(values: Values) -> float | None:
+    return linear(values, "queue_growth", sizes_of(values, "queue_growth"), per_unit=False)
+
+
+def cancel_shown(value: float, values: Values, notes: Notes) -> str:
+    """The like-for-like ratio, then the other two ways of comparing, where measured."""
+    ours, sdk = med(values, "cancel.ours_total_ms"), med(values, "cancel.sdk_total_ms")
+    ours_b2b = med(values, "cancel.ours_b2b_total_ms")
+    sdk_b2b = med(values, "cancel.sdk_b2b_total_ms")
+    said = []
+    if med(values, "cancel.sdk_own_total_ms") and ours is not None and sdk:
+        said.append(f"its agent in the caller's session: {ours / sdk:.2f}x")
+    if ours_b2b and sdk_b2b:
+        said.append(f"back to back {ours_b2b / sdk_b2b:.2f}x")
+    return f"{value:.2f}x" + (f" ({'; '.join(said)})" if said else "")
+
+
+def imports_shown(value: float, values: Values, notes: Notes) -> str:
+    return "neither" if value == 0 else f"imports {notes.get('startup.heavy_modules')}"
+
+
+# -- the budgets --------------------------------------------------------------------------------
+
+TABLE: tuple[Rule, ...] = (
+    Rule("stream_ratio", "streaming 10,000 chunks: >= 2x the SDK client, same stdlib agent",
+         "design.md", "stream.ratio", ">=", 2, "{:.2f}x"),
+    Rule("stream_rate", "streaming from the stdlib flood agent: >= 50,000 updates/s",
+         "design.md", "stream.ours_updates_per_s", ">=", 50_000, "{:,.0f}/s"),
+    Rule("proxy_ratio", "proxy throughput >= 0.9x the direct pipe",
+         "design.md", "proxy.throughput_ratio", ">=", 0.9, "{:.3f}x"),
+    Rule("proxy_latency", "proxy: median added round trip < 0.5 ms",
+         "design.md", "proxy.added_latency_ms", "<", 0.5, "+{:.3f} ms"),
+    Rule("cancel", "cooperative cancel: the agent's `cancelled` -> the caller <= 5 ms",
+         "design.md", "cancel.ours_after_answer_ms", "<=", 5, "{:.2f} ms"),
+    Rule("cancel_vs_sdk",
+         "cooperative cancel: request -> the caller sees `cancelled`, no slower than the SDK "
+         "(its agent started as ours are, in a session of its own)",
+         "issue 7", cancel_vs_sdk, "<=", 1.0, cancel_shown),
+    Rule("grace", "stubborn agent: the turn closes at the grace window +/- 50 ms",
+         "design.md", grace_worst_error, "<=", 50, "{:+.1f} ms (worst window)"),
+    Rule("recovery", "SIGKILL mid-turn -> next turn: agent start + init + load + < 150 ms",
+         "design.md", "recovery.overhead_ms", "<", 150, "{:+.1f} ms"),
+    Rule("help", "`acp-bridge --help` < 150 ms",
+         "design.md", "startup.help_ms", "<", 150, "{:.0f} ms"),
+    Rule("imports", "`import acp_bridge` imports neither litellm nor the ACP SDK",
+         "design.md", "startup.heavy_modules_imported", "==", 0, imports_shown),
+    Rule("oneshot", "one-shot `acp-bridge run` <= 1.1x the TypeScript SDK client",
+         "issue 8", "startup.run_ratio_ts", "<=", 1.1, "{:.2f}x"),
+    Rule("memory_one", "bridge RSS supervising one agent < 50 MB",
+         "design.md", "memory.1.bridge_mib", "<", 50, "{:.1f} MB", scale=MB_IN_MIB),
+    Rule("memory_extra", "< +2 MB per extra supervised agent",
+         "design.md", "memory.per_extra_agent_mib", "<", 2, "+{:.2f} MB", scale=MB_IN_MIB),
+    Rule("replay",
+         "`session/load` replay linear up to {largest:,} updates "
+         "(cost per update at the largest size <= 1.5x the next smaller)",
+         "design.md", replay_linearity, "<=", 1.5, "{:.2f}x", sized_by="replay"),
+    Rule("queue_growth",
+         "queue O(n): time per turn with {largest:,} queued <= 1.5x with the next shorter queue",
+         "design.md", queue_linearity, "<=", 1.5, "{:.2f}x", sized_by="queue_growth"),
+    Rule("queue", "queue turns/s >= 0.5x the SDK's bare prompts/s, durable across a bridge crash",
+         "issue 11 (aim)", "queue.ratio", ">=", 0.5, "{:.2f}x"),
+)  # fmt: skip
+"""Every budget, in the order the summary prints them."""
+
+
+def budgets(values: Values, notes: Notes) -> list[Budget]:
+    """Each rule of :data:`TABLE` judged on the medians of ``values``."""
+    rows = []
+    for rule in TABLE:
+        text = rule.text
+        if rule.sized_by:
+            sizes = sizes_of(values, rule.sized_by)
+            text = text.format(largest=sizes[-1] if sizes else 0)
+        figure = rule.figure(values)
+        if figure is None:
+            rows.append(Budget(rule.name, text, rule.source, "–", "not measured"))
+            continue
+        measured = rule.show(figure, values, notes)
+        if rule.passes(figure):
+            rows.append(Budget(rule.name, text, rule.source, measured, "pass"))
+        else:
+            cause = CAUSES.get(rule.name, "")
+            rows.append(Budget(rule.name, text, rule.source, measured, "miss", cause))
     return rows
