@@ -57,8 +57,10 @@ async def library_child(soak: Soak, seconds: float) -> None:
     out = soak.workdir / "library.json"
     workdir = soak.workdir / "library"
     workdir.mkdir()
-    argv = module_command("scripts.soak.library", "--seconds", f"{seconds:.1f}",
-                          "--seed", str(soak.seed), "--workdir", str(workdir), "--out", str(out))
+    argv = module_command(
+        "scripts.soak.library", "--seconds", f"{seconds:.1f}", "--seed", str(soak.seed),
+        "--workdir", str(workdir), "--out", str(out),
+    )  # fmt: skip
     proc = await asyncio.create_subprocess_exec(
         *argv,
         env=soak.env, cwd=soak.workdir, start_new_session=True,
