@@ -11,7 +11,7 @@ Three measurements, each the median of several runs:
 3. **round trips** -- the parent calls ``echo`` on a child serving it, both sides built with the
    same library: sequential calls, then 32 in flight at once.
 
-Run ``python scripts/bench_rpc.py`` (add ``--write docs/benchmarks.md`` to record the results).
+Run ``python -m scripts.bench.rpc`` (add ``--write docs/benchmarks.md`` to record the results).
 The script re-runs itself as the child processes (``--role flood|serve-ours|serve-sdk``).
 """
 
@@ -28,11 +28,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from benchlib import machine, write_section  # noqa: E402
+from scripts.common import machine, module_command, write_section
 
 UPDATE_PARAMS = {
     "sessionId": "sess-0123456789abcdef",
@@ -100,7 +96,7 @@ def role_serve_sdk() -> None:
 
 
 def _child(role: str, *extra: str) -> list[str]:
-    return [sys.executable, "-u", str(Path(__file__).resolve()), "--role", role, *extra]
+    return module_command("scripts.bench.rpc", "--role", role, *extra, unbuffered=True)
 
 
 # -- measurements -----------------------------------------------------------------------------

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interop_cli import cli_scenario
-from interop_peers import HELLO, ROOT, Agent, offline_env, verdict
+from scripts.common import ROOT
+from scripts.interop.cli import cli_scenario
+from scripts.interop.peers import HELLO, Agent, offline_env, verdict
 
 CHECK_NAMES = ("initialize", "session/new", "stream", "cancel", "restart", "load")
 INTEROP = ROOT / "tests" / "interop"

@@ -12,13 +12,11 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from typing import TYPE_CHECKING
 
 import psutil
-from soak_checks import Verdict
 
-if TYPE_CHECKING:
-    from soak import Soak
+from scripts.soak.checks import Verdict
+from scripts.soak.state import Soak
 
 PROBES = [("run", signal.SIGTERM), ("run", signal.SIGINT), ("run", signal.SIGHUP),
           ("proxy", signal.SIGTERM)]  # fmt: skip

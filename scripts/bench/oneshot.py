@@ -13,7 +13,7 @@ script's, with bytecode compiled first (an installed package has it; an editable
 with PYTHONDONTWRITEBYTECODE would recompile every module on every run, which is not what
 users see).
 
-Run ``python scripts/bench_oneshot.py`` (``--runs N``, ``--write docs/benchmarks.md``). Needs
+Run ``python -m scripts.bench.oneshot`` (``--runs N``, ``--write docs/benchmarks.md``). Needs
 ``node`` and ``npm ci`` in ``tests/interop/node`` for the TypeScript side, else it is skipped.
 """
 
@@ -30,10 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import code_version, machine, write_section
+from scripts.common import ROOT, code_version, machine, write_section
 
-ROOT = Path(__file__).resolve().parents[1]
 NODE_DIR = ROOT / "tests" / "interop" / "node"
 AGENT = [sys.executable, str(ROOT / "fixtures" / "agents" / "echo_agent.py"), "--quiet"]
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -138,7 +136,7 @@ def main() -> None:
             args.write,
             "oneshot",
             body,
-            intro="## CLI fixed costs: `--help` and a one-shot `run` (scripts/bench_oneshot.py)\n",
+            intro="## CLI fixed costs: `--help` and a one-shot `run` (scripts/bench/oneshot.py)\n",
         )
 
 

@@ -1,8 +1,8 @@
 """The report of ``scripts/bench.py``: each budget against what was measured, and the figures.
 
 Pure formatting over the raw samples (``{name: [value per run]}``) and the judged budgets
-(:mod:`bench_budgets`); the only I/O is :func:`write_summary`, which puts the report at the top
-of ``docs/benchmarks.md``.
+(:mod:`scripts.bench.budgets`); the only I/O is :func:`write_summary`, which puts the report at
+the top of ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_budgets import Budget, Values, cell, med, sizes_of
-from benchlib import write_section
+from scripts.bench.budgets import Budget, Values, cell, med, sizes_of
+from scripts.common import write_section
 
 SECTION = "bench"
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interop_peers import HELLO, Agent, offline_env, verdict
+from scripts.interop.peers import HELLO, Agent, offline_env, verdict
 
 
 def run_json(workdir: Path, store: str, timeout: float, *args: str) -> list[str]:

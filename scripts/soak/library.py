@@ -1,4 +1,5 @@
-"""The soak's long-lived library loop, run as a child process of ``scripts/soak.py``.
+"""The soak's long-lived library loop, run as a child process of ``scripts/soak.py``
+(``python -m scripts.soak.library``).
 
 For ``--seconds`` it opens a supervised agent and a conversation on it again and again
 (``open_supervised_agent`` + ``open_conversation`` on one ``QueueStore``), alternating the anyio
@@ -29,21 +30,19 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import anyio
+import psutil
 
-import anyio  # noqa: E402
-import psutil  # noqa: E402
-
-from acp_bridge.client.options import ClientOptions  # noqa: E402
-from acp_bridge.client.supervisor import open_supervised_agent  # noqa: E402
-from acp_bridge.conversation.opening import open_conversation  # noqa: E402
-from acp_bridge.conversation.store import QueueStore  # noqa: E402
-from acp_bridge.core.turn_machine import TurnTimings  # noqa: E402
-from acp_bridge.process.launcher import ShutdownTimeouts  # noqa: E402
-from acp_bridge.process.policy import RestartPolicy  # noqa: E402
-from acp_bridge.process.spec import AgentSpec  # noqa: E402
-from acp_bridge.session.driver import TurnPolicy  # noqa: E402
+from acp_bridge.client.options import ClientOptions
+from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.conversation.opening import open_conversation
+from acp_bridge.conversation.store import QueueStore
+from acp_bridge.core.turn_machine import TurnTimings
+from acp_bridge.process.launcher import ShutdownTimeouts
+from acp_bridge.process.policy import RestartPolicy
+from acp_bridge.process.spec import AgentSpec
+from acp_bridge.session.driver import TurnPolicy
+from scripts.common import ROOT
 
 SOAK = ROOT / "fixtures" / "soak"
 OPTIONS = ClientOptions(

@@ -13,9 +13,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import bench_client
-import bench_turns
-from benchlib import write_section
+from scripts.bench import client as bench_client
+from scripts.bench import turns as bench_turns
+from scripts.common import write_section
 
 
 def progress(text: str) -> None:
@@ -23,7 +23,7 @@ def progress(text: str) -> None:
 
 
 def section_rpc(doc: Path | None, runs: int) -> Any:
-    import bench_rpc
+    from scripts.bench import rpc as bench_rpc
 
     rows = bench_rpc.run_all(runs, 100_000, 5_000)
     if doc:
@@ -51,7 +51,7 @@ def section_turns(doc: Path | None, runs: int) -> Any:
 
 
 def section_floods(doc: Path | None, runs: int) -> Any:
-    import bench_floods
+    from scripts.bench import floods as bench_floods
 
     floods = bench_floods.run_all(1, False, bench_floods.BACKENDS)
     if doc:
@@ -68,7 +68,7 @@ def section_agent(doc: Path | None, runs: int) -> Any:
     if importlib.util.find_spec("litellm") is None:
         progress("  skipped: litellm is not installed (the agent extra)")
         return None
-    import bench_agent
+    from scripts.bench import agent as bench_agent
 
     load = os.getloadavg()[0]
     figures = bench_agent.initialize_and_first_chunk(runs, 10)

@@ -12,7 +12,7 @@ The direct and the proxied connection stay open and take turns (after one warm-u
 each), so a change in the machine's load hits both alike; medians are reported. Prints a
 Markdown table; ``--json`` prints the figures instead. It does not edit docs/benchmarks.md.
 
-    python scripts/bench_proxy.py [--turns 7] [--round-trips 2000] [--chunks 10000]
+    python -m scripts.bench.proxy [--turns 7] [--round-trips 2000] [--chunks 10000]
 """
 
 from __future__ import annotations
@@ -24,14 +24,12 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import benchlib  # noqa: E402
+from scripts import common
+from scripts.common import ROOT
 
 AGENT = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "echo_agent.py"), "--quiet"]
 PROXY = [sys.executable, "-m", "acp_bridge", "proxy", "--"]
@@ -174,8 +172,8 @@ def main() -> None:
         return
     ratio_ok = "yes" if figures["throughput_ratio"] >= 0.9 else "NO"
     latency_ok = "yes" if figures["added_latency_median_ms"] < 0.5 else "NO"
-    print(f"Machine: {benchlib.machine()}")
-    print(f"Code: {benchlib.code_version()}; load average {os.getloadavg()[0]:.1f}\n")
+    print(f"Machine: {common.machine()}")
+    print(f"Code: {common.code_version()}; load average {os.getloadavg()[0]:.1f}\n")
     print("| measure | direct pipe | through acp-bridge proxy | budget | met |")
     print("|---|---|---|---|---|")
     print(

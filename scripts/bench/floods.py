@@ -24,7 +24,7 @@ lines of ``python -c`` that answer ``initialize`` and ``session/new`` (session `
 the one its requests name) and then ``exec`` the unchanged agent; the flood thus starts once
 the session is open, and the RSS baseline is taken just before.
 
-Run ``python scripts/bench_floods.py`` (``--quick`` for a tenth of every flood, ``--runs N``,
+Run ``python -m scripts.bench.floods`` (``--quick`` for a tenth of every flood, ``--runs N``,
 ``--write docs/benchmarks.md`` to record the results in its section). Progress goes to stderr,
 the table to stdout.
 """
@@ -44,12 +44,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-AGENTS = ROOT / "fixtures" / "agents"
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripts.common import ROOT, code_version, machine, module_command, write_section
 
-from benchlib import code_version, machine, write_section  # noqa: E402
+AGENTS = ROOT / "fixtures" / "agents"
 
 BACKENDS = ("asyncio", "trio")
 REQUESTS = 200_000
@@ -280,7 +277,7 @@ def child(flood: str, backend: str, items: int) -> None:
 
 
 def measure_once(flood: str, backend: str, items: int) -> Measured:
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", flood]
+    command = module_command("scripts.bench.floods", "--child", flood)
     command += ["--backend", backend, "--items", str(items)]
     done = subprocess.run(
         command, stdout=subprocess.PIPE, text=True, timeout=CHILD_TIMEOUT_S + 60, check=False
@@ -361,10 +358,10 @@ def table(results: Results, runs: int, quick: bool) -> str:
 
 
 INTRO = """\
-## Floods and memory (`scripts/bench_floods.py`)
+## Floods and memory (`scripts/bench/floods.py`)
 
 ```sh
-python scripts/bench_floods.py --write docs/benchmarks.md
+python -m scripts.bench.floods --write docs/benchmarks.md
 ```
 
 What is measured is the bridge's own memory: the RSS of the process running the bridge (each

@@ -1,6 +1,6 @@
 """Benchmark: start-up, memory with many agents, and growth with replay size and queue length.
 
-The figures of issue 11 that no other ``scripts/bench_*.py`` measures, each next to the official
+The figures of issue 11 that no other ``scripts/bench/`` module measures, each next to the official
 Python SDK where it does the same job:
 
 1. **agent start** -- spawning ``fixtures/agents/echo_agent.py`` until it answered ``initialize``:
@@ -12,10 +12,10 @@ Python SDK where it does the same job:
    echo agent's ``--replay-flood N``), from the request to its answer with every update read:
    ``SupervisedAgent.load_session`` against the SDK's ``load_session`` with a counting client.
 4. **queue growth** -- turns/s of a ``Conversation`` with N messages queued at once
-   (``bench_turns.queue_ours``), for several N.
+   (``scripts.bench.turns.queue_ours``), for several N.
 
 ``python scripts/bench.py`` runs these with everything else; this file runs alone too:
-``python scripts/bench_growth.py [--quick]`` prints the figures as JSON.
+``python -m scripts.bench.growth [--quick]`` prints the figures as JSON.
 """
 
 from __future__ import annotations
@@ -26,18 +26,14 @@ import contextlib
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import bench_turns  # noqa: E402
-from bench_client import STDLIB_AGENT, CountingClient, agent_argv  # noqa: E402
+from scripts.bench import turns as bench_turns
+from scripts.bench.client import STDLIB_AGENT, CountingClient, agent_argv
+from scripts.common import ROOT, module_command
 
 MIB = 1024 * 1024
 
@@ -124,13 +120,9 @@ def role_memory_curve(counts: list[int]) -> None:
 def memory_curve(counts: list[int]) -> dict[str, Any]:
     """Bytes: ``{"imports": n, "counts": {"1": {"bridge": n, "tree": n}, ...}}``, measured in a
     fresh interpreter."""
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--role",
-        "memory-curve",
-        ",".join(str(c) for c in counts),
-    ]
+    command = module_command(
+        "scripts.bench.growth", "--role", "memory-curve", ",".join(str(c) for c in counts)
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"memory curve {counts} failed:\n{done.stderr[-2000:]}")

@@ -17,12 +17,11 @@ import json
 import random
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psutil
 
-if TYPE_CHECKING:
-    from soak import Soak
+from scripts.soak.state import Soak
 
 ANSWER_S = 60.0
 ACTIONS = [("plain", 3), ("flood", 2), ("cancel", 2), ("stubborn cancel", 1), ("kill", 2),

@@ -22,13 +22,11 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import psutil
-from soak_checks import Ledger, not_final
 
-if TYPE_CHECKING:
-    from soak import Soak
+from scripts.soak.checks import Ledger, not_final
+from scripts.soak.state import Soak
 
 COMMON = [
     ("echo {t}", 3), ("echo {t}; flood 5000", 2), ("echo {t}; flood 50000", 1),

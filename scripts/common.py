@@ -1,4 +1,8 @@
-"""What every benchmark script reports the same way: the machine, the code, its doc section."""
+"""What the bench, soak and interop scripts share: where the checkout is, which commit it is,
+the machine a figure was measured on, a child process on this checkout, and a section of a
+Markdown file rewritten in place. It imports nothing else of scripts/, so every package can
+import it.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,11 @@ import os
 import platform
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+"""The checkout: the ``acp_bridge`` every script measures, and ``fixtures/``."""
 PACKAGES = ("anyio", "trio", "pydantic", "psutil", "agent-client-protocol")
 
 
@@ -51,6 +57,17 @@ def code_version() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     return f"commit {commit}" + (" plus uncommitted changes" if dirty else "")
+
+
+def module_command(module: str, *args: str, unbuffered: bool = False) -> list[str]:
+    """The argv of ``python -m module args`` on this checkout, whatever the child's cwd and
+    environment: the checkout goes first on its ``sys.path`` (its ``acp_bridge`` and its
+    ``scripts``), as ``python scripts/NAME.py`` puts it first for the parent."""
+    start = (
+        f"import runpy, sys; sys.path.insert(0, {str(ROOT)!r}); "
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    )
+    return [sys.executable, *(["-u"] if unbuffered else []), "-c", start, *args]
 
 
 def write_section(path: Path, name: str, body: str, intro: str = "") -> None:

@@ -95,12 +95,12 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"- Date: {env['date']} (the whole run took {env['seconds']} s)",
         f"- Machine: {env['machine']}",
-        f"- {env['python']}; acp-bridge at commit {env['acp_bridge_commit']} (at the start)",
+        f"- {env['python']}; acp-bridge at {env['acp_bridge_commit']} (at the start)",
         "- Versions:",
     ]
     lines += [f"  - {name}: {version}" for name, version in env["versions"].items()]
     lines += [
-        "- Pinned in scripts/interop_peers.py: "
+        "- Pinned in scripts/interop/peers.py: "
         + ", ".join(f"{k} {v}" for k, v in env["pins"].items())
     ]
     lines += ["", "## Matrix", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -14,7 +14,7 @@ message over pipes, so the client costs next to nothing):
    that imports ``litellm`` (with ``LITELLM_LOCAL_MODEL_COST_MAP=True``, as the agent does)
    next to one that imports ``acp_bridge`` and one that runs ``acp-bridge --help``.
 
-Run ``python scripts/bench_agent.py`` (``--runs N`` to change the repetitions). It prints a
+Run ``python -m scripts.bench.agent`` (``--runs N`` to change the repetitions). It prints a
 Markdown table and the machine's load average (the machine may be shared: compare medians).
 Needs the ``agent`` extra.
 """
@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from scripts.common import ROOT
+
 SCRIPT = {"replies": [], "default": {"say": "one two three four five six seven eight"}}
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 

@@ -32,7 +32,7 @@ runs, next to the official SDK client (``acp.stdio.spawn_agent_process``) in the
    client sending the same prompts one after another (no queue, no store), and a bare SQLite
    fsync'd commit on the same disk.
 
-Run ``python scripts/bench_turns.py`` (add ``--write docs/benchmarks.md`` to record the results
+Run ``python -m scripts.bench.turns`` (add ``--write docs/benchmarks.md`` to record the results
 in its section, ``--profile`` to cProfile one queue run).
 """
 
@@ -54,12 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-AGENTS = ROOT / "fixtures" / "agents"
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripts.common import ROOT, code_version, machine, write_section
 
-from benchlib import code_version, machine, write_section  # noqa: E402
+AGENTS = ROOT / "fixtures" / "agents"
 
 SLOW_AGENT = "slow_agent.py"
 STUBBORN_AGENT = "stubborn_agent.py"
@@ -1063,10 +1060,10 @@ def render(
 
 
 INTRO = """\
-## Turns, cancel and the queue (`scripts/bench_turns.py`)
+## Turns, cancel and the queue (`scripts/bench/turns.py`)
 
 ```sh
-python scripts/bench_turns.py --write docs/benchmarks.md
+python -m scripts.bench.turns --write docs/benchmarks.md
 ```
 
 - **cooperative cancel**: `slow_agent.py`, prompt `echo x; wait` (one chunk, then it blocks

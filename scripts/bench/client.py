@@ -19,7 +19,7 @@ Three measurements (design.md, "Budgets"), each the median of several runs:
    (``echo_agent.py``, each with one session and one finished turn), measured in a fresh child
    interpreter per configuration, for ours and for the SDK.
 
-Run ``python scripts/bench_client.py`` (add ``--write docs/benchmarks.md`` to record the results,
+Run ``python -m scripts.bench.client`` (add ``--write docs/benchmarks.md`` to record the results,
 ``--profile`` to see where our streaming time goes). The script re-runs itself as the memory
 children (``--role mem-ours|mem-sdk N``).
 """
@@ -40,12 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-AGENTS = ROOT / "fixtures" / "agents"
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripts.common import ROOT, code_version, machine, module_command, write_section
 
-from benchlib import code_version, machine, write_section  # noqa: E402
+AGENTS = ROOT / "fixtures" / "agents"
 
 STDLIB_AGENT = "echo_agent.py"
 SDK_AGENT = "sdk_echo_agent.py"
@@ -435,7 +432,7 @@ def role_mem_sdk(count: int) -> None:
 
 
 def memory_child(role: str, count: int) -> dict[str, int]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--role", role, str(count)]
+    command = module_command("scripts.bench.client", "--role", role, str(count))
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{role} {count} failed:\n{done.stderr[-2000:]}")
@@ -689,10 +686,10 @@ def render(samples: Samples, runs: int, updates: int) -> str:
 
 
 INTRO = """\
-## Supervised-agent client (`scripts/bench_client.py`)
+## Supervised-agent client (`scripts/bench/client.py`)
 
 ```sh
-python scripts/bench_client.py --write docs/benchmarks.md
+python -m scripts.bench.client --write docs/benchmarks.md
 ```
 
 - **streaming**: one turn of 10,000 `agent_message_chunk` updates (prompt `flood 10000`), from

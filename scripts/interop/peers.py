@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from scripts.common import ROOT
+
 NODE_DIR = ROOT / "tests" / "interop" / "node"
 AGENTS = ROOT / "fixtures" / "agents"
 
