@@ -56,7 +56,6 @@ __all__ = [
     "GenerationEnding",
     "GenerationExited",
     "GenerationReady",
-    "GiveUpNow",
     "LifecycleAction",
     "LifecycleInput",
     "ReportExit",
@@ -163,20 +162,15 @@ class StartAfter:
 
 
 @record
-class GiveUpNow:
-    """The restart policy gave up: calls fail with its reason until a revive."""
-
-    decision: GiveUp
-
-
-@record
 class FailFirstStart:
     """The very first process never became ready: the opener hears it, nothing restarts."""
 
     record: ExitRecord
 
 
-LifecycleAction = StartGeneration | ReportExit | StartAfter | GiveUpNow | FailFirstStart
+LifecycleAction = StartGeneration | ReportExit | StartAfter | GiveUp | FailFirstStart
+"""The restart policy's :class:`GiveUp` is itself the action when it gives up: calls fail with
+its reason until a revive."""
 
 
 class AgentLifecycle:
@@ -258,7 +252,7 @@ class AgentLifecycle:
         self.state = AgentPhase.GAVE_UP
         self.gave_up = decision
         report = self._remember(event.record, will_restart=False, closing=False)
-        return [report, GiveUpNow(decision)]
+        return [report, decision]
 
     def _start_next(self) -> list[LifecycleAction]:
         if self.state is AgentPhase.GAVE_UP:

@@ -181,7 +181,7 @@ async def test_a_crash_mid_turn_fails_the_turn_and_the_session_is_restored_by_lo
         assert "crashy_agent" in str(error)
         assert ("exited with code 7" in str(error)) or ("SIGKILL" in str(error))
         assert "crashing" in error.stderr_tail  # the agent's last words are in the error
-        assert (error.returncode, error.signal) in ((7, None), (-9, 9))
+        assert (error.returncode, error.signal) in ((7, None), (None, 9))  # never -9
         # The next turn runs on the same session, restored through session/load.
         async with session.prompt("after the restart") as turn:
             events = await collect(turn)

@@ -14,7 +14,6 @@ from acp_bridge.core.lifecycle import (
     GenerationEnding,
     GenerationExited,
     GenerationReady,
-    GiveUpNow,
     ReportExit,
     ReviveRequested,
     ShutdownRequested,
@@ -70,7 +69,7 @@ def test_the_first_start_failing_is_reported_to_the_opener_not_restarted() -> No
 def test_giving_up_then_reviving_starts_a_fresh_budget() -> None:
     machine = ready_machine()
     machine.handle(GenerationEnding(1))
-    assert machine.handle(GenerationExited(1, RECORD, GIVE_UP))[-1] == GiveUpNow(GIVE_UP)
+    assert machine.handle(GenerationExited(1, RECORD, GIVE_UP))[-1] == GIVE_UP
     assert machine.state is AgentPhase.GAVE_UP and machine.history == [RECORD]
     assert machine.handle(ReviveRequested()) == [StartGeneration(2, restoring=True)]
     assert machine.history == [] and machine.gave_up is None
