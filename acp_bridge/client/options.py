@@ -42,7 +42,10 @@ class ClientOptions:
     startup_timeout_s: float = 60.0
     """Spawn to the end of ``initialize``. Generous: ``npx``/``uvx`` agents may download first."""
     restore_timeout_s: float = 120.0
-    """Restoring all sessions after a restart (a ``session/load`` replays whole histories)."""
+    """Restoring one session after a restart (a ``session/load`` replays its whole history).
+    Each session has this budget of its own: see :mod:`acp_bridge.core.restore_plan`."""
+    restore_concurrency: int = 8
+    """Session restores in flight at once after a restart (a session in use goes first)."""
     cancel_grace_s: float = 5.0
     """After ``session/cancel``, how long the agent gets to answer before it is quarantined."""
     cancel_write_timeout_s: float = 1.0

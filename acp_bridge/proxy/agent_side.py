@@ -22,7 +22,7 @@ from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClose
 from acp_bridge.proxy import answers
 from acp_bridge.proxy.editor_link import EditorLink
 from acp_bridge.proxy.frames import UPDATE_PREFIXES, Frame, FrameKind, parse_line
-from acp_bridge.proxy.generation import Generation
+from acp_bridge.proxy.generation import RelayGeneration
 from acp_bridge.proxy.lines import BatchLineReader
 from acp_bridge.proxy.registry import SessionRegistry
 from acp_bridge.proxy.routing import AgentRequests, EditorRequests
@@ -55,7 +55,7 @@ class AgentSide:
         self._perform = perform
         self._max_line_bytes = max_line_bytes
 
-    async def read(self, gen: Generation) -> None:
+    async def read(self, gen: RelayGeneration) -> None:
         reader = BatchLineReader(
             gen.process.stdout,
             max_line_bytes=self._max_line_bytes,
@@ -101,7 +101,7 @@ class AgentSide:
             if gathered:
                 await self._editor.forward_batch(gen, gathered)
 
-    async def _from_agent(self, gen: Generation, frame: Frame) -> None:
+    async def _from_agent(self, gen: RelayGeneration, frame: Frame) -> None:
         kind = frame.kind
         if kind is FrameKind.NOTIFICATION:
             if gen.restoring and frame.method == "session/update":
@@ -127,7 +127,7 @@ class AgentSide:
         else:
             log.warning("%s wrote a line that is not a JSON-RPC message; skipped", self._agent_name)
 
-    async def _agent_answered(self, gen: Generation, frame: Frame) -> None:
+    async def _agent_answered(self, gen: RelayGeneration, frame: Frame) -> None:
         request = self._editor_requests.take(frame.key)
         if request is None:
             log.info("%s answered an id nobody is waiting for; dropped", self._agent_name)

@@ -1,10 +1,11 @@
 """The proxy's I/O: editor <-> agent relay with restarts, prompt queueing and cancel grace.
 
 Tasks (one task group): the editor reader and its dispatcher, the editor writer
-(:mod:`.editor_link`), the supervisor (:mod:`.supervision`: one agent process at a time, a
-:class:`~.generation.Generation` with its writer, exit watcher and reader, :mod:`.agent_side`),
-and a timer per armed cancel grace (:mod:`.prompt_flow`). Every decision is taken by a pure
-part (:class:`~acp_bridge.core.lifecycle.AgentLifecycle` and the restart policy for the agent,
+(:mod:`.editor_link`), the core supervisor with the proxy's kind of generation
+(:mod:`.supervision`: one agent process at a time, a :class:`~.generation.RelayGeneration`
+with its writer, exit watcher and reader, :mod:`.agent_side`), and a timer per armed cancel
+grace (:mod:`.prompt_flow`). Every decision is taken by a pure part
+(:class:`~acp_bridge.core.lifecycle.AgentLifecycle` and the restart policy for the agent,
 :class:`~.turns.PromptTurns` for prompts, :mod:`.routing` for ids, :mod:`.registry` for
 sessions); this module performs it (the prompts' decisions through :mod:`.prompt_flow`). State
 changes happen between awaits, so no decision sees a half-made change. While an agent
@@ -28,6 +29,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from acp_bridge.core.restore_plan import RestoreBudget
 from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
@@ -35,13 +37,13 @@ from acp_bridge.proxy import answers
 from acp_bridge.proxy.agent_side import AgentSide
 from acp_bridge.proxy.editor_link import EditorLink
 from acp_bridge.proxy.frames import Frame, FrameKind, IdKey, id_key, parse_line
-from acp_bridge.proxy.generation import Generation
+from acp_bridge.proxy.generation import RelayGeneration
 from acp_bridge.proxy.prompt_flow import PromptFlow
 from acp_bridge.proxy.recorder import Recorder
 from acp_bridge.proxy.registry import SETTINGS_METHODS, SessionRegistry
 from acp_bridge.proxy.restore import restore_sessions
 from acp_bridge.proxy.routing import AgentRequests, EditorRequests, PendingEditorRequest
-from acp_bridge.proxy.supervision import AgentGone, AgentSupervisor
+from acp_bridge.proxy.supervision import AgentGone, RelayLifetime
 from acp_bridge.proxy.turns import PromptTurns, QueuedPrompt
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader
 
@@ -76,7 +78,9 @@ class ProxyOptions:
     grace_s: float = 5.0
     queueing: bool = True
     startup_timeout_s: float = 60.0
-    """Bound on re-initialize + restore of a restarted agent (a slower one counts as a crash)."""
+    """Bound on re-initializing a restarted agent (a slower one counts as a crash)."""
+    restore: RestoreBudget = field(default_factory=RestoreBudget)
+    """Each session's restore budget and how many restore at once (the core's restore plan)."""
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     policy: RestartPolicy = field(default_factory=RestartPolicy)
 
@@ -97,7 +101,7 @@ class ProxyRelay:
         self._options = options or ProxyOptions()
         self._editor_in = editor_in
         self._editor = EditorLink(editor_out, recorder, self.stop)
-        self._agents = AgentSupervisor(
+        self._agents = RelayLifetime(
             spec,
             self._options.policy,
             self,
@@ -280,24 +284,26 @@ class ProxyRelay:
 
     # -- the agent side ----------------------------------------------------------------------
 
-    async def read_agent(self, gen: Generation) -> None:
+    async def read_agent(self, gen: RelayGeneration) -> None:
         await self._agent_side.read(gen)
 
-    # -- the supervisor's steps (SupervisorHost) ---------------------------------------------
+    # -- the supervisor's steps (RelayHost) ---------------------------------------------
 
-    async def restore(self, gen: Generation) -> list[str]:
+    async def restore(self, gen: RelayGeneration) -> list[str]:
         def restored(session_id: str, method: str) -> None:
             self.event({"event": "session_restored", "sessionId": session_id, "how": method})
 
         return await restore_sessions(
             gen,
             self._registry,
-            timeout_s=self._options.startup_timeout_s,
+            startup_timeout_s=self._options.startup_timeout_s,
+            budget=self._options.restore,
             name=self._name,
             restored=restored,
+            waiting=lambda session_id: self._turns.queued(session_id) > 0,
         )
 
-    async def generation_ready(self, gen: Generation, lost: list[str]) -> None:
+    async def generation_ready(self, gen: RelayGeneration, lost: list[str]) -> None:
         if gen.number > 1:
             await self._after_restore(lost)
 
@@ -329,7 +335,7 @@ class ProxyRelay:
         self._cut = cut
         return True
 
-    async def generation_gone(self, gen: Generation) -> None:
+    async def generation_gone(self, gen: RelayGeneration) -> None:
         """``gen`` is gone: its prompts wait for the restore's outcome, its requests to the
         editor are cancelled there."""
         self._turns.cut()
@@ -337,7 +343,7 @@ class ProxyRelay:
         for request in self._agent_requests.orphan_generation(gen.number):
             await self._editor.send(answers.cancel_request(request.editor_id))
 
-    async def gone_for_good(self, why: str) -> None:
+    async def gave_up(self, why: str) -> None:
         self.failure = why
         self.exit_code = EXIT_AGENT_GONE
         log.info("%s is gone for good: %s", self._name, why)  # the command says it once
@@ -364,7 +370,7 @@ class ProxyRelay:
 
     # -- writing -----------------------------------------------------------------------------
 
-    async def _to_agent(self, gen: Generation, line: bytes, *, valid: bool = True) -> bool:
+    async def _to_agent(self, gen: RelayGeneration, line: bytes, *, valid: bool = True) -> bool:
         return await gen.send(line, valid=valid)
 
     def sent_to_agent(self, line: bytes, valid: bool) -> None:

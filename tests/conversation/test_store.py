@@ -197,6 +197,25 @@ def test_finish_is_exactly_once(store: QueueStore) -> None:
     assert first is not None and first.stop_reason == "end_turn" and first.finished_at == 4.0
 
 
+def test_finish_with_the_turn_is_exactly_once_and_counts_usage_once(store: QueueStore) -> None:
+    """The statement production runs (with the turn's reply and usage) keeps the guard too."""
+    from acp_bridge.conversation.records import FinishedTurn
+    from acp_bridge.conversation.usage import CostMeter, UsageTotals
+
+    store.add_message("c", text("a"), now=2.0)
+    assert store.mark_running("c", 1, now=3.0)
+    turn = FinishedTurn("the reply", False, UsageTotals(), CostMeter())
+    assert store.finish("c", 1, "done", stop_reason="end_turn", now=4.0, turn=turn)
+    first = store.get_message("c", 1)
+    late = FinishedTurn("a late second reply", False, UsageTotals(), CostMeter())
+    again = store.finish(
+        "c", 1, "failed", error=FAILURE, recoverable=True, now=5.0, turn=late
+    )
+    assert again is False
+    assert store.get_message("c", 1) == first
+    assert first is not None and first.state == "done" and first.finished_at == 4.0
+
+
 def test_a_queued_message_can_be_cancelled_before_it_runs_and_then_never_runs(
     store: QueueStore,
 ) -> None:
