@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0.dev0"
+from acp_bridge.version import __version__
 
 _EXPORTS = {
     # supervised agents
