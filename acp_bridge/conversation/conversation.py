@@ -29,12 +29,15 @@ are the turn's tasks cancelled. A turn still open at the bound is cut and record
 anyway: the store never keeps a message ``running`` after a clean stop, so a later resume does
 not mistake a stop for a crash. :meth:`Conversation.stop_now` shortens that wait to
 :data:`STOP_NOW_WAIT_S` (a second Ctrl-C).
+
+Time. The conversation reads one clock, injected (``clock``, epoch seconds; a test passes a
+fake one): every stored ``now``, every event's ``ts`` and each turn's ``duration_ms`` come from
+it. Only the deadlines of cancel scopes are the event loop's, as anyio defines them.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -101,7 +104,8 @@ class Conversation:
         session: Session,
         policy: TurnPolicy,
         task_group: TaskGroup,
-        clock: Callable[[], float] = time.time,
+        *,
+        clock: Callable[[], float],
     ) -> None:
         self.id = record.id
         self.agent = agent
