@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from acp_bridge.conversation.group_commit import GroupCommit, PendingCall
+from acp_bridge.conversation.group_commit import GroupCommit, PendingCommit
 from acp_bridge.conversation.journal import FinalEvent, StructuredError, TurnJournal, final_event
 from acp_bridge.conversation.publishing import EventPublisher
 from acp_bridge.conversation.queue_model import MessageFinal
@@ -35,7 +35,7 @@ from acp_bridge.conversation.turn_events import Emit
 __all__ = ["SubmittedFinal", "TurnBoundaries", "started_event"]
 
 
-SubmittedFinal = tuple[PendingCall[bool], FinishedTurn | None, FinalEvent]
+SubmittedFinal = tuple[PendingCommit[bool], FinishedTurn | None, FinalEvent]
 """A final state queued for commit: the store call, the turn it records, the event to publish."""
 
 
@@ -74,7 +74,7 @@ class TurnBoundaries:
 
     # -- the start ------------------------------------------------------------------------
 
-    def submit_running(self, seq: int, started_event: dict[str, Any]) -> PendingCall[bool]:
+    def submit_running(self, seq: int, started_event: dict[str, Any]) -> PendingCommit[bool]:
         """Queue the commit recording ``seq`` running, its ``turn_started`` logged with it."""
         return self._commits.submit(
             self._store.mark_running,

@@ -69,6 +69,7 @@ from acp_bridge.conversation.store import ConversationRecord, LogEntry, QueueSto
 from acp_bridge.conversation.turn_events import TurnEvents
 from acp_bridge.conversation.turns import TurnRunner
 from acp_bridge.conversation.usage import Usage
+from acp_bridge.core.condition import Condition
 from acp_bridge.errors import ResourceClosedError
 from acp_bridge.session.driver import TurnDriver, TurnPolicy
 
@@ -90,7 +91,9 @@ _CUT_ERROR: Final = "the turn did not close within the stop window; it was cut"
 @dataclass
 class _State:
     idle_reason: str | None = "drained"
-    idle: anyio.Event = field(default_factory=anyio.Event)
+    """Why no turn runs nor will start by itself; None while one may."""
+    changed: Condition = field(default_factory=Condition)
+    """Notified when ``idle_reason`` is set (an Idle action): :meth:`Conversation.wait_idle`."""
 
 
 class Conversation:
@@ -242,7 +245,7 @@ class Conversation:
         """Wait until no turn runs and none will start by itself; returns why
         (``drained``, ``paused``, ``agent_gone``, ``closed``)."""
         while self._state.idle_reason is None:
-            await self._state.idle.wait()
+            await self._state.changed.wait()
         return self._state.idle_reason
 
     def subscribe(
@@ -353,8 +356,7 @@ class Conversation:
                     await self._turns.finish(action)
             elif isinstance(action, Idle):
                 self._state.idle_reason = action.reason
-                self._state.idle.set()
-                self._state.idle = anyio.Event()
+                self._state.changed.notify_all()
 
     def _busy(self) -> None:
         self._state.idle_reason = None  # a turn task is on its way: not idle till an Idle action
