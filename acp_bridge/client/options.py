@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import field
 
-from acp_bridge import __version__
 from acp_bridge.client.permissions import PermissionPolicy
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.record import record
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
+from acp_bridge.version import __version__
 
 __all__ = ["ClientOptions"]
 
