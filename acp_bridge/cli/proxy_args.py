@@ -83,6 +83,14 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         "waiting goes first",
     )
     proxy.add_argument(
+        "--max-in-flight",
+        type=positive_count,
+        default=4096,  # proxy.routing.MAX_IN_FLIGHT (not imported: the --help budget)
+        metavar="N",
+        help="requests in flight each way between the editor and the agent; past it a request "
+        "is answered with an error at once (default: 4096)",
+    )
+    proxy.add_argument(
         "--record",
         metavar="FILE",
         help="append every message, with time and direction, to FILE as NDJSON (created 0600; "

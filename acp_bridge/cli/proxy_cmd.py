@@ -63,6 +63,7 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         restore=RestoreBudget(args.restore_timeout, args.restore_concurrency),
         max_line_bytes=args.max_message_bytes,
         policy=RestartPolicy(max_restarts=args.max_restarts),
+        max_in_flight=args.max_in_flight,
     )
     recorder = None
     if args.record:

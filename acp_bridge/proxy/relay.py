@@ -42,7 +42,12 @@ from acp_bridge.proxy.prompt_flow import PromptFlow
 from acp_bridge.proxy.recorder import Recorder
 from acp_bridge.proxy.registry import SETTINGS_METHODS, SessionRegistry
 from acp_bridge.proxy.restore import restore_sessions
-from acp_bridge.proxy.routing import AgentRequests, EditorRequests, PendingEditorRequest
+from acp_bridge.proxy.routing import (
+    MAX_IN_FLIGHT,
+    AgentRequests,
+    EditorRequests,
+    PendingEditorRequest,
+)
 from acp_bridge.proxy.supervision import AgentGone, RelayLifetime
 from acp_bridge.proxy.turns import PromptTurns, QueuedPrompt
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader
@@ -83,6 +88,9 @@ class ProxyOptions:
     """Each session's restore budget and how many restore at once (the core's restore plan)."""
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     policy: RestartPolicy = field(default_factory=RestartPolicy)
+    max_in_flight: int = MAX_IN_FLIGHT
+    """Requests in flight each way (editor to agent, agent to editor); past it a request is
+    answered at once with an error instead of being forwarded."""
 
 
 class ProxyRelay:
@@ -110,8 +118,8 @@ class ProxyRelay:
         )
         self._registry = SessionRegistry()
         self._turns = PromptTurns(self._options.grace_s, queueing=self._options.queueing)
-        self._editor_requests = EditorRequests()
-        self._agent_requests = AgentRequests()
+        self._editor_requests = EditorRequests(self._options.max_in_flight)
+        self._agent_requests = AgentRequests(self._options.max_in_flight)
         self._prompts = PromptFlow(
             spec.name,
             self._agents,
@@ -256,7 +264,11 @@ class ProxyRelay:
             return
         assert frame.method is not None
         if self._editor_requests.is_full:
-            message = "too many requests in flight"
+            message = (
+                f"too many requests in flight: {self._options.max_in_flight} are waiting for "
+                f"{self._name}'s answers (proxy --max-in-flight); send this again once some "
+                "are answered"
+            )
             await self._editor.send(answers.error_answer(frame.id, answers.INTERNAL_ERROR, message))
             return
         if frame.method == "session/prompt" and session_id is not None:

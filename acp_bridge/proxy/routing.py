@@ -124,6 +124,11 @@ class AgentRequests:
             return None
         return self._pending.pop(key, None)
 
+    @property
+    def orphans(self) -> int:
+        """Cancelled requests whose late answers are still recognised (at most ``max_orphans``)."""
+        return len(self._orphans)
+
     def orphan_generation(self, generation: int) -> list[PendingAgentRequest]:
         """The requests of a process that is gone: the editor is told to cancel them, and
         their late answers are dropped."""

@@ -152,6 +152,16 @@ def test_agent_request_ids_are_rewritten_only_when_still_in_use() -> None:
     assert [r.id for r in editors.take_generation(1)] == [1] and len(editors) == 1
 
 
+def test_the_orphans_are_bounded_the_oldest_forgotten_first() -> None:
+    table = AgentRequests(max_orphans=3)
+    for generation in (1, 2):
+        for agent_id in range(4):
+            table.add(generation, agent_id, "session/request_permission")
+        table.orphan_generation(generation)
+        assert table.orphans == 3  # never more than the bound, however many die
+    assert table.take("int:0") is None and table.orphans == 3  # forgotten: nothing taken
+
+
 def test_the_registry_plans_restores_and_remembers_lost_sessions() -> None:
     registry = SessionRegistry()
     caps = {"agentCapabilities": {"loadSession": True, "sessionCapabilities": {"resume": {}}}}

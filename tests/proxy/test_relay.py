@@ -129,3 +129,20 @@ async def test_non_json_lines_of_the_agent_never_reach_the_editor() -> None:
         answer = await editor.call("session/prompt", prompt_params(session_id, "still fine"))
         assert answer["result"] == {"stopReason": "end_turn"}
         assert await editor.close_and_wait() == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_requests_past_the_in_flight_bound_are_answered_at_once() -> None:
+    """--max-in-flight 2: two requests the agent never answers fill the bound; the third is
+    answered at once with an error that names the bound, and the proxy stays healthy."""
+    hanging = agent("echo_agent.py", "--quiet", "--hang-on", "session/list")
+    async with open_editor(proxy("--max-in-flight", "2", agent_argv=hanging)) as editor:
+        session_id = await editor.handshake()
+        for _ in range(2):
+            await editor.request("session/list", {})
+        refused = await editor.call("session/list", {})
+        assert refused["error"]["code"] == -32603
+        assert "--max-in-flight" in refused["error"]["message"]
+        prompt = await editor.call("session/prompt", prompt_params(session_id, "refused too"))
+        assert "--max-in-flight" in prompt["error"]["message"]  # every request counts
+        assert await editor.close_and_wait() == 0
