@@ -24,7 +24,7 @@ from acp_bridge.proxy.editor_link import EditorLink
 from acp_bridge.proxy.frames import UPDATE_PREFIXES, Frame, FrameKind, parse_line
 from acp_bridge.proxy.generation import RelayGeneration
 from acp_bridge.proxy.lines import BatchLineReader
-from acp_bridge.proxy.registry import SessionRegistry
+from acp_bridge.proxy.registry import EditorSessions
 from acp_bridge.proxy.routing import AgentRequests, EditorRequests
 from acp_bridge.proxy.turns import PromptTurns, TurnsAction
 
@@ -39,7 +39,7 @@ class AgentSide:
         agent_name: str,
         editor: EditorLink,
         turns: PromptTurns,
-        registry: SessionRegistry,
+        registry: EditorSessions,
         editor_requests: EditorRequests,
         agent_requests: AgentRequests,
         *,

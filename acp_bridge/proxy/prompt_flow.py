@@ -26,7 +26,7 @@ from acp_bridge.proxy import answers
 from acp_bridge.proxy.editor_link import EditorLink
 from acp_bridge.proxy.frames import IdKey
 from acp_bridge.proxy.generation import RelayGeneration
-from acp_bridge.proxy.registry import SessionRegistry
+from acp_bridge.proxy.registry import EditorSessions
 from acp_bridge.proxy.routing import EditorRequests, PendingEditorRequest
 from acp_bridge.proxy.supervision import RelayLifetime
 from acp_bridge.proxy.turns import (
@@ -52,7 +52,7 @@ class PromptFlow:
         agents: RelayLifetime,
         editor: EditorLink,
         turns: PromptTurns,
-        registry: SessionRegistry,
+        registry: EditorSessions,
         editor_requests: EditorRequests,
         *,
         grace_s: float,

@@ -40,7 +40,7 @@ from acp_bridge.proxy.frames import Frame, FrameKind, IdKey, id_key, parse_line
 from acp_bridge.proxy.generation import RelayGeneration
 from acp_bridge.proxy.prompt_flow import PromptFlow
 from acp_bridge.proxy.recorder import Recorder
-from acp_bridge.proxy.registry import SETTINGS_METHODS, SessionRegistry
+from acp_bridge.proxy.registry import SETTINGS_METHODS, EditorSessions
 from acp_bridge.proxy.restore import restore_sessions
 from acp_bridge.proxy.routing import (
     MAX_IN_FLIGHT,
@@ -116,7 +116,7 @@ class ProxyRelay:
             base_env=base_env,
             stderr_forward=stderr_forward,
         )
-        self._registry = SessionRegistry()
+        self._registry = EditorSessions()
         self._turns = PromptTurns(self._options.grace_s, queueing=self._options.queueing)
         self._editor_requests = EditorRequests(self._options.max_in_flight)
         self._agent_requests = AgentRequests(self._options.max_in_flight)

@@ -23,7 +23,7 @@ import anyio
 from acp_bridge.core.restore_plan import RestoreBudget, RestoreRefused, restore_all
 from acp_bridge.proxy.frames import Frame
 from acp_bridge.proxy.generation import RelayGeneration
-from acp_bridge.proxy.registry import RestoreStep, SessionRegistry
+from acp_bridge.proxy.registry import EditorSessions, RestoreStep
 
 __all__ = ["restore_sessions"]
 
@@ -37,7 +37,7 @@ def error_text(frame: Frame) -> str:
 
 async def restore_sessions(
     gen: RelayGeneration,
-    registry: SessionRegistry,
+    registry: EditorSessions,
     *,
     startup_timeout_s: float,
     budget: RestoreBudget,

@@ -9,7 +9,7 @@ import pytest
 
 from acp_bridge.proxy.frames import FrameKind, parse_line
 from acp_bridge.proxy.redact import MASK, redact
-from acp_bridge.proxy.registry import SessionRegistry
+from acp_bridge.proxy.registry import EditorSessions
 from acp_bridge.proxy.routing import AgentRequests, EditorRequests, PendingEditorRequest
 from acp_bridge.proxy.script import Divergence, ReplayScript, load_exchanges
 from acp_bridge.proxy.turns import (
@@ -163,7 +163,7 @@ def test_the_orphans_are_bounded_the_oldest_forgotten_first() -> None:
 
 
 def test_the_registry_plans_restores_and_remembers_lost_sessions() -> None:
-    registry = SessionRegistry()
+    registry = EditorSessions()
     caps = {"agentCapabilities": {"loadSession": True, "sessionCapabilities": {"resume": {}}}}
     registry.answered("initialize", {"protocolVersion": 1}, None, caps)
     registry.answered("session/new", {"cwd": "/a", "mcpServers": []}, None, {"sessionId": "s1"})
