@@ -36,7 +36,7 @@ from acp_bridge.process.spec import AgentSpec
 from acp_bridge.proxy import answers
 from acp_bridge.proxy.agent_side import AgentSide
 from acp_bridge.proxy.editor_link import EditorLink
-from acp_bridge.proxy.frames import Frame, FrameKind, IdKey, id_key, parse_line
+from acp_bridge.proxy.frames import Frame, FrameKind, IdKey, id_key, parse_line, with_id
 from acp_bridge.proxy.generation import RelayGeneration
 from acp_bridge.proxy.prompt_flow import PromptFlow
 from acp_bridge.proxy.recorder import Recorder
@@ -255,10 +255,18 @@ class ProxyRelay:
                 assert session_id is not None
                 await self._editor.send(answers.lost_session_error(frame.id, session_id, lost))
             return  # a notification about a lost session has nobody to go to
+        answerable = frame.kind is FrameKind.REQUEST or (
+            frame.kind is FrameKind.INVALID and frame.message is not None and "id" in frame.message
+        )
+        if answerable and self._in_flight(frame.key):
+            await self._editor.send(answers.duplicate_id_error(frame.id))
+            return
         if frame.kind is not FrameKind.REQUEST:
             if frame.method == "session/cancel" and session_id is not None:
                 await self._prompts.cancel(gen, session_id, frame.line)
                 return
+            if answerable:  # a malformed request: the agent's error answer goes back to it
+                self._editor_requests.add(PendingEditorRequest(frame.id, "", None, gen.number, {}))
             # notifications, batches, invalid lines: the agent answers those as it likes
             await self._to_agent(gen, frame.line, valid=frame.kind is not FrameKind.INVALID)
             return
@@ -281,18 +289,27 @@ class ProxyRelay:
         await self._to_agent(gen, frame.line)
 
     async def _editor_answered(self, frame: Frame) -> None:
-        request = self._agent_requests.take(frame.key)
+        key = frame.key
+        request = self._agent_requests.take(key)
         gen = self._agents.generation
         if request is None:
-            log.debug("dropped the editor's answer to a request of a stopped agent")
+            if self._agent_requests.is_orphan(key):
+                log.info("dropped the editor's late answer to a request of a stopped agent")
+            else:
+                log.warning("dropped the editor's answer to id %s: no request has it", frame.id)
             return
         if gen is None or gen.number != request.generation:
-            return
-        line = frame.line
-        if request.rewritten:
-            assert frame.message is not None
-            line = _dumps({**frame.message, "id": request.agent_id})
-        await self._to_agent(gen, line)
+            return  # asked by a process that is gone since (its orphaning raced this answer)
+        await self._to_agent(gen, with_id(frame, request.agent_id))
+
+    def _in_flight(self, key: IdKey) -> bool:
+        """An editor request with this id is not answered yet (forwarded, queued, or cut by an
+        exit and waiting for the restore)."""
+        return (
+            key in self._editor_requests
+            or self._turns.holds(key)
+            or any(id_key(request.id) == key for request in self._cut)
+        )
 
     # -- the agent side ----------------------------------------------------------------------
 
@@ -322,7 +339,16 @@ class ProxyRelay:
     async def _after_restore(self, lost: list[str]) -> None:
         """Answer the requests the previous process's exit cut, then resume the queues."""
         cut, self._cut = self._cut, []
+        gen = self._agents.generation
         for request in cut:
+            if request.method == "initialize" and gen is not None and gen.alive:
+                # No side effects, and an editor may never retry it (Zed does not): the new
+                # process answers it instead of an error.
+                request.generation = gen.number
+                self._editor_requests.add(request)
+                message = {"jsonrpc": "2.0", "id": request.id, "method": "initialize"}
+                await self._to_agent(gen, _dumps({**message, "params": request.params}))
+                continue
             why = self._registry.lost_reason(request.session_id)
             # The exit that cut it, not a later one (a restart may have died in between).
             record = self._agents.exit_of(request.generation)
