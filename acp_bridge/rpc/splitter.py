@@ -37,6 +37,8 @@ __all__ = ["TOO_LONG", "LineSplitter", "TooLong"]
 
 
 class TooLong(enum.Enum):
+    """The type of :data:`TOO_LONG` (an enum of one, so that ``item is TOO_LONG`` narrows)."""
+
     LINE = "a line longer than the cap"
 
 
@@ -54,6 +56,9 @@ class LineSplitter:
             when it answers True the run is handed out as one item, as it came, instead of line
             by line. The proxy forwards a burst of update lines that way without splitting and
             joining them. Such a run never holds an over-long line.
+
+    Raises:
+        ValueError: ``max_line_bytes`` is not positive.
     """
 
     def __init__(
