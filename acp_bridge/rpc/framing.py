@@ -71,13 +71,16 @@ class LineReader:
             ConnectionClosedError: the other side broke the stream.
             ResourceClosedError: we closed the stream ourselves.
         """
-        while not self._lines:
+        lines = self._lines
+        if lines:  # the common case: a line from the last read
+            return lines.popleft()
+        while not lines:
             if self._too_long:
                 raise self._splitter.too_long_error()
             if self._at_eof:
                 raise anyio.EndOfStream
             await self._fill()
-        return self._lines.popleft()
+        return lines.popleft()
 
     async def _fill(self) -> None:
         try:

@@ -55,7 +55,8 @@ class LineSplitter:
             after the line it completes (the lines joined by ``\\n``, without the last one's);
             when it answers True the run is handed out as one item, as it came, instead of line
             by line. The proxy forwards a burst of update lines that way without splitting and
-            joining them. Such a run never holds an over-long line.
+            joining them. Only a run no longer than the cap is asked about (so it never holds
+            an over-long line).
 
     Raises:
         ValueError: ``max_line_bytes`` is not positive.
@@ -81,18 +82,30 @@ class LineSplitter:
     def feed(self, data: bytes) -> list[bytes | TooLong]:
         """The lines that ``data`` completes, in order, with :data:`TOO_LONG` for each line
         that turned out longer than the cap (including one still unfinished)."""
-        out: list[bytes | TooLong] = []
-        first = data.find(b"\n")
-        if first < 0:
-            self._hold(data, out)
-            return out
-        self._finish(data[:first], out)
-        last = data.rfind(b"\n")
-        if last > first:
-            self._whole_lines(data[first + 1 : last], out)
-        if last + 1 < len(data):
-            self._hold(data[last + 1 :], out)
-        return out
+        cap = self.max_line_bytes
+        if self._keep_whole is None:
+            lines = data.split(b"\n")  # the list handed out: no second copy of it
+            rest = lines.pop()  # after the last newline (all of data without one)
+            if not lines:
+                return self._hold(rest, [])
+            run_bytes = len(data) - len(lines[0]) - len(rest) - 2  # the lines after the first
+        else:
+            first = data.find(b"\n")
+            if first < 0:
+                return self._hold(data, [])
+            last = data.rfind(b"\n")
+            rest = data[last + 1 :]
+            run_bytes = last - first - 1
+            if 0 <= run_bytes <= cap and self._keep_whole(run := data[first + 1 : last]):
+                lines = [data[:first], run]
+            else:
+                lines = data[:last].split(b"\n")
+        out = cast("list[bytes | TooLong]", lines)  # TOO_LONG may take an over-long line's place
+        # Only a run longer than the cap can hold an over-long line: else no length is looked at.
+        if run_bytes > cap and max(map(len, lines)) > cap:
+            self._mark_too_long(out)
+        self._finish(lines[0], out)
+        return self._hold(rest, out) if rest else out
 
     def feed_until_too_long(self, data: bytes) -> tuple[list[bytes], bool]:
         """:meth:`feed`, for a caller that an over-long line stops: the lines before the first
@@ -116,50 +129,43 @@ class LineSplitter:
             return None
         return self._take(b"")
 
-    def _finish(self, tail: bytes, out: list[bytes | TooLong]) -> None:
-        """The newline of the pending line (or of a line starting the chunk) arrived."""
+    def _finish(self, head: bytes, out: list[bytes | TooLong]) -> None:
+        """``out[0]``, the bytes before the first newline, ends the pending line (if any)."""
         if self._dropping:
             self._dropping = False  # the end of an over-long line already reported
-        elif self._partial_len + len(tail) > self.max_line_bytes:
+            del out[0]
+        elif self._partial_len + len(head) > self.max_line_bytes:
             self._partial.clear()
             self._partial_len = 0
-            self._report(out)
+            self._reported += 1
+            out[0] = TOO_LONG
         elif self._partial:
-            out.append(self._take(tail))
-        else:
-            out.append(tail)
+            out[0] = self._take(head)
 
-    def _whole_lines(self, run: bytes, out: list[bytes | TooLong]) -> None:
-        """Lines that start and end within one chunk, joined by ``\\n``."""
-        lines: list[bytes] | None = None
+    def _mark_too_long(self, out: list[bytes | TooLong]) -> None:
+        """Over-long lines after the first are replaced by TOO_LONG, in place."""
         cap = self.max_line_bytes
-        if len(run) > cap:  # only then can one of its lines be too long
-            lines = run.split(b"\n")
-            if max(map(len, lines)) > cap:
-                for line in lines:
-                    if len(line) > cap:
-                        self._report(out)
-                    else:
-                        out.append(line)
-                return
-        if self._keep_whole is not None and self._keep_whole(run):
-            out.append(run)
-        else:
-            out += run.split(b"\n") if lines is None else lines
+        for index in range(1, len(out)):
+            line = out[index]
+            if isinstance(line, bytes) and len(line) > cap:
+                self._reported += 1
+                out[index] = TOO_LONG
 
-    def _hold(self, piece: bytes, out: list[bytes | TooLong]) -> None:
-        """The start of a line whose newline has not come yet."""
+    def _hold(self, piece: bytes, out: list[bytes | TooLong]) -> list[bytes | TooLong]:
+        """The start of a line whose newline has not come yet; returns ``out``."""
         if self._dropping or not piece:
-            return
+            return out
         size = self._partial_len + len(piece)
         if size > self.max_line_bytes:  # known too long before its end: reported now
             self._partial.clear()
             self._partial_len = 0
             self._dropping = True
-            self._report(out)
+            self._reported += 1
+            out.append(TOO_LONG)
         else:
             self._partial.append(piece)
             self._partial_len = size
+        return out
 
     def _take(self, tail: bytes) -> bytes:
         self._partial.append(tail)
@@ -167,7 +173,3 @@ class LineSplitter:
         self._partial.clear()
         self._partial_len = 0
         return line
-
-    def _report(self, out: list[bytes | TooLong]) -> None:
-        self._reported += 1
-        out.append(TOO_LONG)

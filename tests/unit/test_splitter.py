@@ -134,15 +134,26 @@ any_lines = st.lists(st.one_of(st.binary(max_size=CAP), long_line), max_size=20)
 cut_points = st.lists(st.integers(min_value=0), max_size=25)
 
 
+def unrun(items: list[Item]) -> list[Item]:
+    """Runs handed out whole (``keep_whole``) split back into their lines."""
+    return [
+        piece for item in items for piece in ([item] if item is TOO_LONG else item.split(b"\n"))
+    ]
+
+
+@pytest.mark.parametrize("keep_whole", [None, True, False], ids=["plain", "runs", "no-runs"])
 @given(lines=any_lines, tail=st.binary(max_size=2 * CAP), points=cut_points)
 def test_any_reads_of_any_lines_give_the_lines_back_with_each_over_long_one_reported_once(
-    lines: list[bytes], tail: bytes, points: list[int]
+    keep_whole: bool | None, lines: list[bytes], tail: bytes, points: list[int]
 ) -> None:
     tail = tail.replace(b"\n", b"")  # a last line that ends at EOF without a newline
     data = b"".join(line + b"\n" for line in lines) + tail
     want = expected([*lines, tail] if tail else lines, CAP)
-    got = feed_all(LineSplitter(CAP), cut(data, points))
-    assert got == want
+    splitter = LineSplitter(
+        CAP, keep_whole=None if keep_whole is None else (lambda run: keep_whole)
+    )
+    got = feed_all(splitter, cut(data, points))
+    assert (got if keep_whole is None else unrun(got)) == want
     assert got.count(TOO_LONG) == sum(len(line) > CAP for line in [*lines, tail])
 
 
