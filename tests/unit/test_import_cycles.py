@@ -23,139 +23,19 @@ at run time, in one direction, from the top.
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.import_graph import cycles, import_graph, module_name
+
 PACKAGE = Path(__file__).resolve().parents[2] / "acp_bridge"
 
-Graph = dict[str, set[str]]
 
-
-def _modules(package: Path) -> dict[str, Path]:
-    """Dotted module name -> source file, for every module of ``package`` (packages by name)."""
-    modules = {}
-    for path in sorted(package.rglob("*.py")):
-        parts = path.relative_to(package.parent).with_suffix("").parts
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        modules[".".join(parts)] = path
-    return modules
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _import_nodes(body: list[ast.stmt], *, lazy: bool) -> Iterator[ast.Import | ast.ImportFrom]:
-    """The import statements of ``body``: those run when the module is imported (in ``if``,
-    ``try``, ``with`` and class bodies, and under ``TYPE_CHECKING``), and with ``lazy`` those
-    inside functions too."""
-    for node in body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            yield node
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            if lazy:
-                yield from (n for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom))
-        else:
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                children = getattr(node, field, None)
-                if isinstance(children, list):
-                    statements = [c for c in children if isinstance(c, ast.stmt)]
-                    handlers = [c for c in children if isinstance(c, ast.ExceptHandler)]
-                    yield from _import_nodes(statements, lazy=lazy)
-                    for handler in handlers:
-                        yield from _import_nodes(handler.body, lazy=lazy)
-
-
-def _named(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> Iterator[str]:
-    """Every dotted name the import statement may refer to as a module."""
-    if isinstance(node, ast.Import):
-        yield from (alias.name for alias in node.names)
-        return
-    parts = [node.module] if node.module else []
-    if node.level:  # relative: from the module's package, one level up per extra dot
-        package = module.split(".") if is_package else module.split(".")[:-1]
-        parts = package[: len(package) - node.level + 1] + parts
-    base = ".".join(parts)
-    yield base
-    yield from (f"{base}.{alias.name}" for alias in node.names)
-
-
-def import_graph(package: Path, *, lazy: bool) -> Graph:
-    """Module -> the package's modules it imports (see the module docstring for what counts)."""
-    modules = _modules(package)
-    graph: Graph = {}
-    for module, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
-        is_package = path.name == "__init__.py"
-        targets = {
-            name
-            for node in _import_nodes(tree.body, lazy=lazy)
-            for name in _named(node, module, is_package)
-            if name in modules and name != module
-        }
-        graph[module] = targets
-    return graph
-
-
-def cycles(graph: Graph) -> list[list[str]]:
-    """One circle per strongly connected component of more than one module, as a path that
-    starts and ends with the same module (Tarjan's algorithm, then a walk inside the component)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    components: list[set[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for target in sorted(graph[node]):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = set()
-            while True:
-                member = stack.pop()
-                component.add(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                components.append(component)
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return [_circle(graph, component) for component in components]
-
-
-def _circle(graph: Graph, component: set[str]) -> list[str]:
-    """A path from the component's first module back to it, inside the component (breadth
-    first, so the shortest)."""
-    start = min(component)
-    came_from: dict[str, str] = {}
-    frontier = [start]
-    while frontier:
-        following = []
-        for node in frontier:
-            for target in sorted(graph[node] & component):
-                if target == start:
-                    path = [node]
-                    while path[-1] != start:
-                        path.append(came_from[path[-1]])
-                    return [start, *reversed(path[:-1]), start]
-                if target not in came_from:
-                    came_from[target] = node
-                    following.append(target)
-        frontier = following
-    raise AssertionError(f"{sorted(component)} is not strongly connected")
+def circles(package: Path, *, lazy: bool) -> list[list[str]]:
+    """The package's import circles (see the module docstring for what counts), by module name."""
+    graph = import_graph(package, lazy=lazy, type_checking=True)
+    return [[module_name(path, package) for path in circle] for circle in cycles(graph)]
 
 
 def _report(found: list[list[str]]) -> str:
@@ -164,7 +44,7 @@ def _report(found: list[list[str]]) -> str:
 
 @pytest.mark.parametrize("lazy", [False, True], ids=["module-level", "with-lazy-imports"])
 def test_the_package_has_no_import_circle(lazy: bool) -> None:
-    found = cycles(import_graph(PACKAGE, lazy=lazy))
+    found = circles(PACKAGE, lazy=lazy)
     assert not found, _report(found)
 
 
@@ -193,7 +73,7 @@ def test_a_circle_through_a_type_checking_import_is_found_and_named(tmp_path: Pa
             ),
         },
     )
-    assert cycles(import_graph(package, lazy=False)) == [["pkg.a", "pkg.b", "pkg.a"]]
+    assert circles(package, lazy=False) == [["pkg.a", "pkg.b", "pkg.a"]]
 
 
 def test_a_circle_closed_by_a_lazy_import_counts_only_with_the_lazy_imports(
@@ -207,8 +87,8 @@ def test_a_circle_closed_by_a_lazy_import_counts_only_with_the_lazy_imports(
             "run.py": "from pkg import entry\n",
         },
     )
-    assert cycles(import_graph(package, lazy=False)) == []
-    assert cycles(import_graph(package, lazy=True)) == [["pkg.entry", "pkg.run", "pkg.entry"]]
+    assert circles(package, lazy=False) == []
+    assert circles(package, lazy=True) == [["pkg.entry", "pkg.run", "pkg.entry"]]
 
 
 def test_relative_imports_are_resolved_and_the_shortest_circle_is_named(tmp_path: Path) -> None:
@@ -222,6 +102,30 @@ def test_relative_imports_are_resolved_and_the_shortest_circle_is_named(tmp_path
             "e.py": "import pkg.d\n",
         },
     )
-    found = cycles(import_graph(package, lazy=False))
+    found = circles(package, lazy=False)
     assert found == [["pkg.d", "pkg.sub.c", "pkg.d"]]
     assert _report(found) == "import circles: pkg.d -> pkg.sub.c -> pkg.d"
+
+
+def test_type_only_imports_can_be_left_out_and_the_component_s_shortest_circle_is_named(
+    tmp_path: Path,
+) -> None:
+    package = _write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from pkg import b\n",
+            "b.py": "import typing\nif typing.TYPE_CHECKING:\n    from pkg import c\n",
+            "c.py": "from pkg import a, d\n",
+            "d.py": "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    pass\nelse:\n    from pkg import c\n",
+        },
+    )
+    # a -> b -> c -> a goes through the first module; c <-> d is shorter.
+    assert circles(package, lazy=False) == [["pkg.c", "pkg.d", "pkg.c"]]
+    # Without type-only imports b imports nothing; the ``else`` of TYPE_CHECKING still runs.
+    with_types = import_graph(package, lazy=False, type_checking=True)
+    without = import_graph(package, lazy=False, type_checking=False)
+    init, c = package / "__init__.py", package / "c.py"
+    assert (with_types[package / "b.py"], without[package / "b.py"]) == ({init, c}, set())
+    assert without[package / "d.py"] == with_types[package / "d.py"] == {init, c}

@@ -53,6 +53,7 @@ ALLOWED = {
 PURE_MODULES = [
     "wire",
     "rpc/pending.py",
+    "rpc/splitter.py",
     "process/spec.py",
     "process/policy.py",
     "client/toolcalls.py",
