@@ -244,6 +244,13 @@ MUTANTS = [
     ),
     # The five that survived a hand mutation pass (issue 19), each with the test that kills it.
     Mutant(
+        "splitter: a whole over-long line inside one read is never size-checked",
+        "acp_bridge/rpc/splitter.py",
+        "        if run_bytes > cap and max(map(len, lines)) > cap:\n",
+        "        if False:\n",
+        ("tests/unit/test_splitter.py", "tests/unit/test_framing.py", "tests/proxy/test_lines.py"),
+    ),
+    Mutant(
         "proxy: the orphan table is never trimmed",
         "acp_bridge/proxy/routing.py",
         "        while len(self._orphans) > self._max_orphans:\n"
