@@ -97,6 +97,8 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         print(f"acp-bridge proxy: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAILED
     finally:
+        if recorder is not None:
+            recorder.close()  # idempotent: the relay closes it on its way out already
         # The descriptors go back to blocking mode (they are the process's, not ours).
         for stream in (editor_in, editor_out):
             with contextlib.suppress(OSError, ValueError):
