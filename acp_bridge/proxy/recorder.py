@@ -75,8 +75,7 @@ class Recorder:
         self._buffer = bytearray()
         self._fd: int | None = _open_regular(path)
         try:
-            self._size = os.fstat(self._fd).st_size
-            """Bytes in the file, every one of them in a whole line."""
+            self._size = os.fstat(self._fd).st_size  # bytes in the file, all in whole lines
             if self._size + _STOP_ROOM > max_bytes:
                 held = f"the file already holds {self._size} bytes (--record-max-bytes {max_bytes})"
                 self._stop("max_bytes", held, note=False)
