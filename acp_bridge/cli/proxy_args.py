@@ -93,13 +93,23 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     proxy.add_argument(
         "--record",
         metavar="FILE",
-        help="append every message, with time and direction, to FILE as NDJSON (created 0600; "
-        "replay it with acp-bridge replay FILE)",
+        help="append every message, with time and direction, to FILE as NDJSON (a regular "
+        "file, created 0600; replay it with acp-bridge replay FILE). A failed write stops the "
+        "recording, never the proxy",
+    )
+    proxy.add_argument(
+        "--record-max-bytes",
+        type=byte_count,
+        default=256 * 1024 * 1024,  # proxy.recording.DEFAULT_MAX_BYTES (the --help budget)
+        metavar="N",
+        help="with --record: the file never grows past N bytes; at the cap the recording stops "
+        "and says so in its last line (default: 256 MiB; at least 4096)",
     )
     proxy.add_argument(
         "--redact",
         action="store_true",
-        help="with --record: mask secrets (env and header values, tokens, keys) in the file",
+        help="with --record: mask secrets in the file (any value under a key naming a token, "
+        "secret, password, key or credential; env and header values; token-shaped strings)",
     )
     proxy.add_argument("--log", metavar="FILE", help="write logs to FILE instead of stderr")
     proxy.add_argument(

@@ -23,7 +23,7 @@ from acp_bridge.core.restore_plan import RestoreBudget
 from acp_bridge.errors import SpawnError
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.proxy.recorder import FLUSH_EVERY_S, Recorder
+from acp_bridge.proxy.recorder import FLUSH_EVERY_S, MIN_MAX_BYTES, Recorder
 from acp_bridge.proxy.relay import ProxyOptions, ProxyRelay
 from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
 
@@ -38,6 +38,8 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         parser.error("proxy: --mcp cannot be used: the editor chooses each session's MCP servers")
     if args.redact and not args.record:
         parser.error("proxy: --redact needs --record FILE")
+    if args.record_max_bytes < MIN_MAX_BYTES:
+        parser.error(f"proxy: --record-max-bytes must be at least {MIN_MAX_BYTES}")
     verbosity = getattr(args, "verbose", 0) or 0
     try:
         _configure_logging(args.log, verbosity)
@@ -68,7 +70,9 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     recorder = None
     if args.record:
         try:
-            recorder = Recorder(args.record, redact_secrets=args.redact)
+            recorder = Recorder(
+                args.record, redact_secrets=args.redact, max_bytes=args.record_max_bytes
+            )
         except OSError as exc:
             print(f"acp-bridge proxy: cannot open {args.record}: {exc.strerror}", file=sys.stderr)
             return EXIT_USAGE
@@ -93,6 +97,8 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         print(f"acp-bridge proxy: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAILED
     finally:
+        if recorder is not None:
+            recorder.close()  # idempotent: the relay closes it on its way out already
         # The descriptors go back to blocking mode (they are the process's, not ours).
         for stream in (editor_in, editor_out):
             with contextlib.suppress(OSError, ValueError):

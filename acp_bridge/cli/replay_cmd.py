@@ -9,8 +9,8 @@ import sys
 import anyio
 
 from acp_bridge.cli.exit_codes import EXIT_USAGE
-from acp_bridge.proxy.replay import serve_replay
-from acp_bridge.proxy.script import RecordingError, ReplayScript, load_exchanges
+from acp_bridge.proxy.replay import read_exchanges, serve_replay
+from acp_bridge.proxy.script import RecordingError, ReplayScript
 from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
 
 __all__ = ["replay_command"]
@@ -18,12 +18,13 @@ __all__ = ["replay_command"]
 
 def replay_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
-        with open(args.file, encoding="utf-8") as recording:
-            exchanges = load_exchanges(recording)
+        exchanges = read_exchanges(
+            args.file, allow_partial=args.allow_partial, max_bytes=args.max_bytes
+        )
     except OSError as exc:
         print(f"acp-bridge replay: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
-    except (RecordingError, UnicodeDecodeError) as exc:
+    except RecordingError as exc:
         print(f"acp-bridge replay: {args.file} is not a usable recording: {exc}", file=sys.stderr)
         return EXIT_USAGE
     script = ReplayScript(exchanges)

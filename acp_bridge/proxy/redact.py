@@ -2,10 +2,15 @@
 
 What is masked, with ``"***"``:
 
-* every ``value`` of a ``{name, value}`` list under an ``env`` or ``headers`` key (MCP server
-  environments and HTTP headers, terminal environments);
-* the value of any key that names a secret (token, secret, password, api key, authorization,
-  cookie, credential, private key);
+* the whole value of a *secret-named* key, whatever its type: a string, a number, an object
+  or a list (``{"token": {...}}``, ``{"apiKeys": [...]}`` and ``{"credentials": {...}}`` become
+  ``"***"`` entire). A key is secret-named when it contains, in any case, ``token``,
+  ``secret``, ``password``/``passwd``, ``passphrase``, ``api key`` (``apiKey``, ``api_key``,
+  ``api-key``), ``access key``, ``private key``, ``authorization``, ``cookie`` or
+  ``credential``. One exception: a number under a key ending in ``tokens`` (``inputTokens``,
+  ``max_tokens``) is a count, and stays;
+* under an ``env`` or ``headers`` key (MCP server environments and HTTP headers, terminal
+  environments): every ``value`` of a ``{name, value}`` list, or every value of an object;
 * token-shaped substrings of any string: ``sk-...``, GitHub ``gh?_...`` tokens, Slack
   ``xox?-...``, AWS ``AKIA...`` key ids, JWTs, and ``Bearer ...`` credentials.
 
@@ -17,14 +22,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["MASK", "redact", "redact_text"]
+__all__ = ["MASK", "is_secret_key", "redact", "redact_text"]
 
 MASK = "***"
 _MAX_DEPTH = 200
-"""Deeper structures are cut off (masked whole): the decoder limits nesting anyway."""
+"""Deeper structures are cut off (masked whole); the recording's parser refuses deeper ones
+anyway (:data:`.recording.MAX_DEPTH`)."""
 
 _SECRET_KEY = re.compile(
-    r"(token|secret|passw(or)?d|api[-_]?key|authorization|cookie|credential|private[-_]?key)",
+    r"(token|secret|passw(or)?d|passphrase|api[-_]?key|access[-_]?key|private[-_]?key"
+    r"|authorization|cookie|credential)",
     re.IGNORECASE,
 )
 _TOKEN = re.compile(
@@ -53,13 +60,23 @@ def redact(value: Any, depth: int = 0) -> Any:
         return value
     result: dict[str, Any] = {}
     for key, item in value.items():
-        if key in ("env", "headers") and isinstance(item, list):
-            result[key] = [_masked_pair(pair, depth + 1) for pair in item]
-        elif _SECRET_KEY.search(key) and isinstance(item, (str, int, float)):
+        if is_secret_key(key, item):
             result[key] = MASK
+        elif key in ("env", "headers") and isinstance(item, list):
+            result[key] = [_masked_pair(pair, depth + 1) for pair in item]
+        elif key in ("env", "headers") and isinstance(item, dict):
+            result[key] = dict.fromkeys(item, MASK)
         else:
             result[key] = redact(item, depth + 1)
     return result
+
+
+def is_secret_key(key: str, value: Any) -> bool:
+    """True when ``value`` is masked whole for its key (see the module's docstring)."""
+    if not _SECRET_KEY.search(key):
+        return False
+    is_count = isinstance(value, int | float) and not isinstance(value, bool)
+    return not (is_count and key.lower().endswith("tokens"))
 
 
 def _masked_pair(pair: Any, depth: int) -> Any:

@@ -1,28 +1,89 @@
-"""``acp-bridge replay FILE``: a recording served as an agent on stdio (see :mod:`.script`)."""
+"""``acp-bridge replay FILE``: a recording served as an agent on stdio (see :mod:`.script`).
+
+Reading the file (:func:`read_exchanges`) is bounded, whatever the file holds: only a regular
+file is read (``/dev/zero`` or a FIFO is refused before a byte is read), line by line, each line
+at most :data:`MAX_LINE_BYTES` and the whole at most ``max_bytes`` (what is read up to the
+agent's first exit), and every line must be strict JSON (:func:`~.recording.loads_strict`: no
+NaN, nesting at most :data:`~.recording.MAX_DEPTH` deep). Anything else is a
+:class:`~.script.RecordingError` naming the line.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+import os
+import stat
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
 from acp_bridge.proxy.answers import INTERNAL_ERROR, error_answer
-from acp_bridge.proxy.script import Divergence, ReplayScript
+from acp_bridge.proxy.recording import DEFAULT_MAX_BYTES, NotJsonError, loads_strict
+from acp_bridge.proxy.script import (
+    Divergence,
+    Exchange,
+    RecordingError,
+    ReplayScript,
+    load_exchanges,
+)
 from acp_bridge.rpc.framing import LineReader, LineWriter
 
-__all__ = ["EXIT_DIVERGED", "serve_replay"]
+__all__ = ["EXIT_DIVERGED", "MAX_LINE_BYTES", "read_exchanges", "serve_replay"]
 
 log = logging.getLogger(__name__)
 
 EXIT_DIVERGED = 4
 
+MAX_LINE_BYTES = 128 * 1024 * 1024
+"""The longest recording line read: twice the proxy's default ``--max-message-bytes``, so a
+message of that size fits with its envelope."""
+
+
+def read_exchanges(
+    path: str, *, allow_partial: bool = False, max_bytes: int = DEFAULT_MAX_BYTES
+) -> list[Exchange]:
+    """The agent's side of the recording at ``path`` (see :func:`~.script.load_exchanges`).
+
+    Raises:
+        OSError: it cannot be opened.
+        RecordingError: it is not a regular file, or not a usable recording (the reason names
+            the line).
+    """
+    # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused right after).
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RecordingError("it is not a regular file")
+        os.set_blocking(fd, True)
+        return load_exchanges(_bounded_lines(file, max_bytes), allow_partial=allow_partial)
+
+
+def _bounded_lines(file: BinaryIO, max_bytes: int) -> Iterator[bytes]:
+    total = 0
+    number = 0
+    while True:
+        cap = min(MAX_LINE_BYTES, max_bytes - total)
+        line = file.readline(cap + 1)
+        if not line:
+            return
+        number += 1
+        total += len(line)
+        if len(line) > cap:
+            if cap < MAX_LINE_BYTES:
+                raise RecordingError(f"it is longer than {max_bytes} bytes (--max-bytes)")
+            raise RecordingError(
+                f"line {number} has no end within {MAX_LINE_BYTES} bytes (the longest line read)"
+            )
+        yield line
+
 
 def _line(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode() + b"\n"
 
 
 async def serve_replay(
@@ -64,8 +125,8 @@ async def _serve(
         if not line.strip():
             continue
         try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
+            message = loads_strict(line)
+        except NotJsonError:
             message = None
         if not isinstance(message, dict):
             return EXIT_DIVERGED, "the client sent a line that is not a JSON-RPC message"

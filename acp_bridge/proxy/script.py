@@ -19,7 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Divergence", "Exchange", "ReplayScript", "load_exchanges"]
+from acp_bridge.proxy.recording import NotJsonError, loads_strict
+
+__all__ = ["Divergence", "Exchange", "RecordingError", "ReplayScript", "load_exchanges"]
 
 
 class RecordingError(ValueError):
@@ -37,21 +39,42 @@ class Divergence:
     message: str
 
 
-def load_exchanges(lines: Iterable[str]) -> list[Exchange]:
-    """The agent's side of a recording, up to the agent's first exit."""
+_ENDS = ("agent_exited", "recording_stopped")
+"""Events after which the recording no longer holds the first agent's side."""
+
+
+def load_exchanges(lines: Iterable[str | bytes], *, allow_partial: bool = False) -> list[Exchange]:
+    """The agent's side of a recording, up to the agent's first exit (or the recording's stop).
+
+    ``lines`` are as read, each with its newline: only the last line of a file can lack one,
+    and such a line that is not JSON was cut by a writer that died (a full disk, a crash).
+    ``allow_partial`` skips it; otherwise it is refused like any line that is not strict JSON
+    (:func:`~.recording.loads_strict`: no NaN, no nesting past its bound).
+
+    Raises:
+        RecordingError: naming the first line that cannot be used, or the lack of agent traffic.
+    """
     exchanges = [Exchange(None)]
     seen_agent = False
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         try:
-            entry = json.loads(text)
-        except ValueError as exc:
+            entry = loads_strict(text)
+        except NotJsonError as exc:
+            if not _has_newline(text):
+                if allow_partial:
+                    break
+                raise RecordingError(
+                    f"its last line ({number}) is cut: the file ends inside it "
+                    "(--allow-partial skips it)"
+                ) from None
             raise RecordingError(f"line {number} is not JSON: {exc}") from None
         if not isinstance(entry, dict):
             raise RecordingError(f"line {number} is not a recording entry")
         direction = entry.get("dir")
-        if direction == "bridge" and (entry.get("event") or {}).get("event") == "agent_exited":
+        event = entry.get("event")
+        if direction == "bridge" and isinstance(event, dict) and event.get("event") in _ENDS:
             break
         message = entry.get("msg")
         if direction not in ("bridge->agent", "agent->bridge") or not isinstance(message, dict):
@@ -64,6 +87,10 @@ def load_exchanges(lines: Iterable[str]) -> list[Exchange]:
     if not seen_agent:
         raise RecordingError("no agent traffic in it (was it made with acp-bridge proxy --record?)")
     return exchanges
+
+
+def _has_newline(text: str | bytes) -> bool:
+    return text.endswith(b"\n") if isinstance(text, bytes) else text.endswith("\n")
 
 
 def _kind(message: dict[str, Any]) -> str:

@@ -1,5 +1,8 @@
 """--record writes every message with time and direction; acp-bridge replay serves a
-recording as an agent, and a client that diverges from it gets a clear error."""
+recording as an agent, and a client that diverges from it gets a clear error. A recording is
+a debugging aid, never a risk (#20): a failed write or the cap stops the recording and not the
+session, every line is a whole JSON object, and --redact masks whatever a secret-named key
+holds. Hostile files given to replay: tests/proxy/test_replay_hostile.py."""
 
 from __future__ import annotations
 
@@ -10,16 +13,67 @@ from typing import Any
 
 import pytest
 
-from tests.proxy.harness import ROOT, agent, open_editor, prompt_params, proxy
+from tests.proxy.harness import ROOT, Editor, agent, chunk_text, open_editor, prompt_params, proxy
 
 pytestmark = pytest.mark.anyio
 
 RECORDINGS = ROOT / "fixtures" / "recordings"
 SECRET = "sk-abcdefghijklmnopqrstuvwx"
 
+_CAPTURED = (
+    "import os, resource, sys\n"
+    "limit, stderr_path, *argv = sys.argv[1:]\n"
+    "if limit:\n"
+    "    resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), int(limit)))\n"
+    "os.dup2(os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)\n"
+    "os.execv(argv[0], argv)\n"
+)
+"""Runs argv with its stderr in a file and, if asked, under a file size limit (RLIMIT_FSIZE:
+a write past it fails with EFBIG, as a full disk fails with ENOSPC; Python ignores SIGXFSZ)."""
 
-def replay(path: Path) -> list[str]:
-    return [sys.executable, "-m", "acp_bridge", "replay", str(path)]
+
+def captured(argv: list[str], stderr: Path, *, file_size_limit: int | None = None) -> list[str]:
+    limit = "" if file_size_limit is None else str(file_size_limit)
+    return [sys.executable, "-c", _CAPTURED, limit, str(stderr), *argv]
+
+
+def replay(path: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "acp_bridge", "replay", *options, str(path)]
+
+
+def _not_a_json_number(name: str) -> Any:
+    raise ValueError(f"{name} in a recording")
+
+
+def entries_of(recording: Path) -> list[dict[str, Any]]:
+    """Every line of the recording, each a whole JSON object (strict: no NaN)."""
+    data = recording.read_bytes()
+    assert data.endswith(b"\n"), data[-200:]
+    lines = data.split(b"\n")[:-1]
+    entries = [json.loads(line, parse_constant=_not_a_json_number) for line in lines]
+    assert all(isinstance(entry, dict) for entry in entries)
+    return entries
+
+
+def recording_lines_in(stderr: Path) -> list[str]:
+    text = stderr.read_text()
+    assert "Traceback" not in text, text
+    return [line for line in text.splitlines() if "record" in line]
+
+
+async def answer_despite_non_json(
+    editor: Editor, request_id: int, seen: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The response to ``request_id``; the messages before it go to ``seen``, and lines that
+    are not JSON (relayed as the agent wrote them) are skipped."""
+    while True:
+        try:
+            message = await editor.receive()
+        except ValueError:
+            continue
+        if message.get("id") == request_id and "method" not in message:
+            return message
+        seen.append(message)
 
 
 async def _permission_session(argv: list[str]) -> list[dict[str, Any]]:
@@ -148,3 +202,166 @@ async def test_a_proxy_killed_outright_keeps_its_recording(tmp_path: Path) -> No
     entries = [json.loads(line) for line in recording.read_text().splitlines()]
     directions = {e["dir"] for e in entries if "msg" in e}
     assert directions >= {"editor->bridge", "bridge->agent", "agent->bridge", "bridge->editor"}
+
+
+async def test_a_full_disk_stops_the_recording_and_never_the_session(tmp_path: Path) -> None:
+    """#20 defect 6: a write that failed (EFBIG here, under a file size limit; ENOSPC and EIO
+    take the same path) killed the proxy with a traceback (exit 1): the pending prompt was
+    never answered and the recording's last line was cut."""
+    recording, stderr = tmp_path / "session.ndjson", tmp_path / "stderr.txt"
+    limit = 256 * 1024
+    argv = proxy("--record", str(recording), agent_argv=agent("echo_agent.py", "--quiet"))
+    async with open_editor(captured(argv, stderr, file_size_limit=limit)) as editor:
+        session_id = await editor.handshake()
+        # One update of 1 MiB: its recording line cannot fit under the limit.
+        answer = await editor.call("session/prompt", prompt_params(session_id, "huge 1048576"))
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert max(len(line) for line in editor.lines) == 1048576 - 1
+        seen: list[dict[str, Any]] = []
+        again = await editor.response(
+            await editor.request("session/prompt", prompt_params(session_id, "still here")), seen
+        )
+        assert again["result"] == {"stopReason": "end_turn"}
+        assert [chunk_text(m) for m in seen] == ["still ", "here"]
+        assert await editor.close_and_wait() == 0
+    assert recording.stat().st_size <= limit
+    entries = entries_of(recording)
+    assert any(e.get("msg", {}).get("method") == "session/new" for e in entries)
+    stopped = entries[-1]["event"]
+    assert stopped["event"] == "recording_stopped" and stopped["reason"] == "write_failed"
+    assert "EFBIG" in stopped["detail"]
+    [logged] = recording_lines_in(stderr)
+    assert "stopped" in logged and "EFBIG" in logged and str(recording) in logged
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_the_recording_stops_at_its_cap_and_says_so_in_its_last_line(
+    tmp_path: Path,
+) -> None:
+    """#20 defect 6: the recording had no cap (about 2.4 times the traffic). The cap counts
+    the whole file, so a later session appending to a full recording adds nothing."""
+    recording, stderr = tmp_path / "session.ndjson", tmp_path / "stderr.txt"
+    cap = 20_000
+    argv = proxy(
+        "--record",
+        str(recording),
+        "--record-max-bytes",
+        str(cap),
+        agent_argv=agent("echo_agent.py", "--quiet"),
+    )
+    async with open_editor(captured(argv, stderr)) as editor:
+        session_id = await editor.handshake()
+        seen: list[dict[str, Any]] = []
+        answer = await editor.response(
+            await editor.request("session/prompt", prompt_params(session_id, "flood 500")), seen
+        )
+        assert answer["result"] == {"stopReason": "end_turn"} and len(seen) == 500
+        assert await editor.close_and_wait() == 0
+    size = recording.stat().st_size
+    assert cap - 1000 < size <= cap
+    entries = entries_of(recording)
+    stopped = entries[-1]["event"]
+    assert stopped["event"] == "recording_stopped" and stopped["reason"] == "max_bytes"
+    assert "--record-max-bytes" in stopped["detail"]
+    [logged] = recording_lines_in(stderr)
+    assert "--record-max-bytes" in logged
+
+    async with open_editor(captured(argv, stderr)) as editor:
+        await editor.handshake()
+        assert await editor.close_and_wait() == 0
+    assert recording.stat().st_size == size
+    [logged] = recording_lines_in(stderr)
+    assert f"already holds {size} bytes" in logged
+
+
+async def test_lines_that_are_not_json_are_recorded_under_raw_and_the_recording_replays(
+    tmp_path: Path,
+) -> None:
+    """#20 defect 7: an agent line that starts like a session/update but is not JSON was
+    written into the recording as it came (and NaN with it), so the recording stopped being
+    NDJSON and replay refused the whole file."""
+    recording = tmp_path / "session.ndjson"
+    argv = proxy("--record", str(recording), agent_argv=agent("garbage_agent.py", "--quiet"))
+    program = "broken-update; nan-update; echo done"
+    async with open_editor(argv) as editor:
+        session_id = await editor.handshake()
+        request_id = await editor.request("session/prompt", prompt_params(session_id, program))
+        seen: list[dict[str, Any]] = []
+        answer = await answer_despite_non_json(editor, request_id, seen)
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert await editor.close_and_wait() == 0
+    entries = entries_of(recording)
+    raw = [e for e in entries if "raw" in e and e["dir"] == "agent->bridge"]
+    assert [("oops" in e["raw"], "NaN" in e["raw"]) for e in raw] == [(True, False), (False, True)]
+    assert all(isinstance(e["raw"], str) and "msg" not in e for e in raw)
+
+    async with open_editor(replay(recording)) as editor:
+        session_id = await editor.handshake()
+        seen = []
+        answer = await editor.response(
+            await editor.request("session/prompt", prompt_params(session_id, program)), seen
+        )
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert [chunk_text(m) for m in seen] == ["after-broken", "after-nan", "done"]
+        assert await editor.close_and_wait() == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_allow_partial_replays_a_recording_whose_last_line_is_cut(tmp_path: Path) -> None:
+    """#20 defect 7: a recording whose writer died mid-line was refused even with
+    --allow-partial."""
+    recording = tmp_path / "cut.ndjson"
+    whole = (RECORDINGS / "echo-session.ndjson").read_bytes()
+    last = whole.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    recording.write_bytes(whole + last[: len(last) // 2])
+    async with open_editor(replay(recording, "--allow-partial")) as editor:
+        session_id = await editor.handshake()
+        seen: list[dict[str, Any]] = []
+        answer = await editor.response(
+            await editor.request("session/prompt", prompt_params(session_id, "hello world")), seen
+        )
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert [chunk_text(m) for m in seen] == ["hello ", "world"]
+        assert await editor.close_and_wait() == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_redact_masks_whatever_a_secret_named_key_holds(tmp_path: Path) -> None:
+    """#20 defect 8: a secret-named key holding an object or a list was left in clear. Token
+    counts (numbers under a key ending in "tokens") are not secrets, and stay."""
+    recording = tmp_path / "session.ndjson"
+    argv = proxy(
+        "--record", str(recording), "--redact", agent_argv=agent("echo_agent.py", "--quiet")
+    )
+    secrets = {
+        "token": {"value": "plain-one", "expires": 3600},
+        "apiKeys": ["plain-two", "plain-three"],
+        "credentials": {"user": "me", "password": "plain-four"},
+        "clientSecret": 12345,
+        "env": {"HOME": "plain-five"},
+    }
+    async with open_editor(argv) as editor:
+        init = await editor.call(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": {"_meta": secrets}}
+        )
+        assert "result" in init
+        new = await editor.call(
+            "session/new", {"cwd": "/tmp", "mcpServers": [], "_meta": {"auth": secrets}}
+        )
+        session_id = new["result"]["sessionId"]
+        answer = await editor.call("session/prompt", prompt_params(session_id, "tokens 12 34"))
+        assert answer["result"]["usage"]["inputTokens"] == 12
+        assert await editor.close_and_wait() == 0
+    text = recording.read_text()
+    assert "plain-" not in text and "12345" not in text
+    masked = [e["msg"] for e in entries_of(recording) if e.get("dir") == "bridge->agent"]
+    meta = masked[0]["params"]["clientCapabilities"]["_meta"]
+    assert meta == {
+        "token": "***",
+        "apiKeys": "***",
+        "credentials": "***",
+        "clientSecret": "***",
+        "env": {"HOME": "***"},
+    }
+    assert masked[1]["params"]["_meta"]["auth"] == meta
+    assert '"inputTokens":12' in text and '"outputTokens":34' in text

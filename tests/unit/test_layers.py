@@ -71,6 +71,7 @@ PURE_MODULES = [
     "proxy/registry.py",
     "proxy/answers.py",
     "proxy/redact.py",
+    "proxy/recording.py",
     "proxy/script.py",
     "agents/tools.py",
 ]
