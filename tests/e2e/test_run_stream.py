@@ -49,7 +49,7 @@ def test_every_event_of_a_turn_written_in_one_burst_reaches_stdout(
     tmp_path: Path, count: int
 ) -> None:
     code, seen, stderr = run_json(tmp_path, "-m", f"burst {count}", "-m", "echo after", "--", *ECHO)
-    assert code == 0, stderr
+    assert code == 0, (stderr, [e for e in seen if e["event"] != "update"])
     first = [e for e in seen if e["event"] == "update" and e["seq"] == 1]
     texts = [e["update"]["content"]["text"] for e in first]
     assert texts == [f"burst-1-{i} " for i in range(count)]
