@@ -37,13 +37,13 @@ import psutil  # noqa: E402
 
 from acp_bridge.client.options import ClientOptions  # noqa: E402
 from acp_bridge.client.supervisor import open_supervised_agent  # noqa: E402
+from acp_bridge.client.turn import TurnPolicy  # noqa: E402
 from acp_bridge.conversation.opening import open_conversation  # noqa: E402
 from acp_bridge.conversation.store import QueueStore  # noqa: E402
 from acp_bridge.core.turn_machine import TurnTimings  # noqa: E402
 from acp_bridge.process.launcher import ShutdownTimeouts  # noqa: E402
 from acp_bridge.process.policy import RestartPolicy  # noqa: E402
 from acp_bridge.process.spec import AgentSpec  # noqa: E402
-from acp_bridge.session.driver import TurnPolicy  # noqa: E402
 
 SOAK = ROOT / "fixtures" / "soak"
 OPTIONS = ClientOptions(
