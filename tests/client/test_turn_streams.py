@@ -171,13 +171,21 @@ async def test_taking_the_buffer_includes_a_held_event_and_releases_its_delivere
 
 async def test_waiting_quietly_releases_a_held_deliverer_and_drops_the_rest() -> None:
     turn = Turn("s", buffer=1)
+    released = anyio.Event()
+
+    async def deliver_held() -> None:
+        await turn.deliver_update(chunk("1"))  # held at the bound
+        released.set()
+
     with anyio.fail_after(5):  # a deliverer left waiting would hang the group
         async with anyio.create_task_group() as tg:
-            tg.start_soon(turn.deliver_update, chunk("0"))
-            tg.start_soon(turn.deliver_update, chunk("1"))  # held at the bound
+            await turn.deliver_update(chunk("0"))  # fills the buffer
+            tg.start_soon(deliver_held)
             await wait_all_tasks_blocked()
+            assert not released.is_set()
             tg.start_soon(turn.wait_quietly)  # nobody reads from here on: the deliverer goes on
             await wait_all_tasks_blocked()
+            assert released.is_set()  # by leaving, not by the turn's end
             await turn.deliver_update(chunk("2"))  # dropped at once, no wait
             turn.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
     assert turn.take_buffered() == []
