@@ -1,8 +1,16 @@
 """acp-bridge: a supervising bridge between ACP clients and ACP agents.
 
-The public API is importable from here. Names are loaded on first use, so ``import acp_bridge``
-stays cheap (the CLI's ``--help`` has a 150 ms budget) and never imports litellm or the
-official ACP SDK::
+The public API is importable from here, in three levels (the README's "Public API" lists them):
+
+* **A supervised agent**: one agent kept alive across crashes, its sessions and their turns,
+  and the events that report on them.
+* **A conversation**: the durable FIFO queue of user messages, one turn each, on a supervised
+  agent.
+* **Low level**: one agent process, and one JSON-RPC connection, without supervision.
+
+And the one exception tree, rooted in :class:`BridgeError`, for all three. Names are loaded on
+first use, so ``import acp_bridge`` stays cheap (the CLI's ``--help`` has a 150 ms budget) and
+never imports anyio, pydantic, litellm or the official ACP SDK::
 
     from acp_bridge import AgentSpec, ClientOptions, open_supervised_agent
 
@@ -19,21 +27,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0.dev0"
+from acp_bridge.version import __version__
 
+# Each public name -> the module that defines it (its one home), in the order of __all__.
 _EXPORTS = {
-    # supervised agents
+    # -- a supervised agent -------------------------------------------------------------------
     "open_supervised_agent": "acp_bridge.client.supervisor",
     "SupervisedAgent": "acp_bridge.client.supervisor",
-    "Session": "acp_bridge.client.session",
-    "Turn": "acp_bridge.client.turn",
-    "ClientOptions": "acp_bridge.client.options",
     "AgentSpec": "acp_bridge.process.spec",
+    "ClientOptions": "acp_bridge.client.options",
     "RestartPolicy": "acp_bridge.process.policy",
     "ShutdownTimeouts": "acp_bridge.process.launcher",
     "PermissionPolicy": "acp_bridge.client.permissions",
     "PermissionMode": "acp_bridge.client.permissions",
-    # events
+    "Session": "acp_bridge.client.session",
+    "Turn": "acp_bridge.client.turn",
+    "TurnTimings": "acp_bridge.core.turn_machine",
+    "PromptResponse": "acp_bridge.wire.acp",
+    # its events: agent.subscribe() (the lifecycle), iterating a turn (the rest)
     "AgentStarted": "acp_bridge.client.events",
     "AgentExited": "acp_bridge.client.events",
     "AgentRestarting": "acp_bridge.client.events",
@@ -43,60 +54,89 @@ _EXPORTS = {
     "UpdateReceived": "acp_bridge.client.events",
     "PermissionDecided": "acp_bridge.client.events",
     "ToolCallClosed": "acp_bridge.client.events",
-    # lower layers
-    "JsonRpcPeer": "acp_bridge.rpc.peer",
+    # -- a conversation -----------------------------------------------------------------------
+    "open_conversation": "acp_bridge.conversation.opening",
+    "Conversation": "acp_bridge.conversation.conversation",
+    "QueueStore": "acp_bridge.conversation.store",
+    "ConversationRecord": "acp_bridge.conversation.records",
+    "MessageRecord": "acp_bridge.conversation.queue_states",
+    "MessageState": "acp_bridge.conversation.queue_states",
+    "TurnPolicy": "acp_bridge.client.turn",
+    "UsageTotals": "acp_bridge.conversation.usage",
+    # -- low level ----------------------------------------------------------------------------
     "open_agent": "acp_bridge.process.launcher",
-    # errors
+    "AgentProcess": "acp_bridge.process.launcher",
+    "JsonRpcPeer": "acp_bridge.rpc.peer",
+    # -- errors (every level) -----------------------------------------------------------------
     "BridgeError": "acp_bridge.errors",
     "RpcError": "acp_bridge.errors",
-    "AgentError": "acp_bridge.errors",
-    "AgentExitedError": "acp_bridge.errors",
-    "AgentStartupError": "acp_bridge.errors",
-    "AuthRequiredError": "acp_bridge.errors",
     "ConnectionClosedError": "acp_bridge.errors",
-    "ProtocolVersionError": "acp_bridge.errors",
     "ResourceClosedError": "acp_bridge.errors",
-    "RestartLimitError": "acp_bridge.errors",
+    "AgentError": "acp_bridge.errors",
     "SpawnError": "acp_bridge.errors",
+    "AgentStartupError": "acp_bridge.errors",
+    "ProtocolVersionError": "acp_bridge.errors",
+    "AuthRequiredError": "acp_bridge.errors",
+    "AgentExitedError": "acp_bridge.errors",
+    "SessionRestoreError": "acp_bridge.errors",
+    "RestartLimitError": "acp_bridge.errors",
+    "QueueStoreError": "acp_bridge.errors",
 }
 
-__all__ = [
-    "AgentError",
-    "AgentExited",
-    "AgentExitedError",
-    "AgentGaveUp",
-    "AgentRestarting",
-    "AgentSpec",
-    "AgentStarted",
-    "AgentStartupError",
-    "AuthRequiredError",
-    "BridgeError",
-    "ClientOptions",
-    "ConnectionClosedError",
-    "JsonRpcPeer",
-    "PermissionDecided",
-    "PermissionMode",
-    "PermissionPolicy",
-    "ProtocolVersionError",
-    "ResourceClosedError",
-    "RestartLimitError",
-    "RestartPolicy",
-    "RpcError",
-    "Session",
-    "SessionReplaced",
-    "SessionRestored",
-    "ShutdownTimeouts",
-    "SpawnError",
-    "SupervisedAgent",
-    "ToolCallClosed",
-    "Turn",
-    "UpdateReceived",
+__all__ = [  # noqa: RUF022  (grouped by level, as _EXPORTS are, not sorted)
     "__version__",
-    "open_agent",
+    # a supervised agent
     "open_supervised_agent",
+    "SupervisedAgent",
+    "AgentSpec",
+    "ClientOptions",
+    "RestartPolicy",
+    "ShutdownTimeouts",
+    "PermissionPolicy",
+    "PermissionMode",
+    "Session",
+    "Turn",
+    "TurnTimings",
+    "PromptResponse",
+    "AgentStarted",
+    "AgentExited",
+    "AgentRestarting",
+    "AgentGaveUp",
+    "SessionRestored",
+    "SessionReplaced",
+    "UpdateReceived",
+    "PermissionDecided",
+    "ToolCallClosed",
+    # a conversation
+    "open_conversation",
+    "Conversation",
+    "QueueStore",
+    "ConversationRecord",
+    "MessageRecord",
+    "MessageState",
+    "TurnPolicy",
+    "UsageTotals",
+    # low level
+    "open_agent",
+    "AgentProcess",
+    "JsonRpcPeer",
+    # errors
+    "BridgeError",
+    "RpcError",
+    "ConnectionClosedError",
+    "ResourceClosedError",
+    "AgentError",
+    "SpawnError",
+    "AgentStartupError",
+    "ProtocolVersionError",
+    "AuthRequiredError",
+    "AgentExitedError",
+    "SessionRestoreError",
+    "RestartLimitError",
+    "QueueStoreError",
 ]
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads them
     from acp_bridge.client.events import (
         AgentExited,
         AgentGaveUp,
@@ -112,7 +152,14 @@ if TYPE_CHECKING:
     from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
     from acp_bridge.client.session import Session
     from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
-    from acp_bridge.client.turn import Turn
+    from acp_bridge.client.turn import Turn, TurnPolicy
+    from acp_bridge.conversation.conversation import Conversation
+    from acp_bridge.conversation.opening import open_conversation
+    from acp_bridge.conversation.queue_states import MessageRecord, MessageState
+    from acp_bridge.conversation.records import ConversationRecord
+    from acp_bridge.conversation.store import QueueStore
+    from acp_bridge.conversation.usage import UsageTotals
+    from acp_bridge.core.turn_machine import TurnTimings
     from acp_bridge.errors import (
         AgentError,
         AgentExitedError,
@@ -121,15 +168,18 @@ if TYPE_CHECKING:
         BridgeError,
         ConnectionClosedError,
         ProtocolVersionError,
+        QueueStoreError,
         ResourceClosedError,
         RestartLimitError,
         RpcError,
+        SessionRestoreError,
         SpawnError,
     )
-    from acp_bridge.process.launcher import ShutdownTimeouts, open_agent
+    from acp_bridge.process.launcher import AgentProcess, ShutdownTimeouts, open_agent
     from acp_bridge.process.policy import RestartPolicy
     from acp_bridge.process.spec import AgentSpec
     from acp_bridge.rpc.peer import JsonRpcPeer
+    from acp_bridge.wire.acp import PromptResponse
 
 
 def __getattr__(name: str) -> Any:
@@ -139,3 +189,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -272,6 +272,43 @@ MUTANTS = [
         "        bound = 0.0\n",
         (CONVERSATION,),
     ),
+    # The five that survived a hand mutation pass (issue 19), each with the test that kills it.
+    Mutant(
+        "splitter: a whole over-long line inside one read is never size-checked",
+        "acp_bridge/rpc/splitter.py",
+        "        if run_bytes > cap and max(map(len, lines)) > cap:\n",
+        "        if False:\n",
+        ("tests/unit/test_splitter.py", "tests/unit/test_framing.py", "tests/proxy/test_lines.py"),
+    ),
+    Mutant(
+        "proxy: the orphan table is never trimmed",
+        "acp_bridge/proxy/routing.py",
+        "        while len(self._orphans) > self._max_orphans:\n"
+        "            self._orphans.popitem(last=False)\n",
+        "",
+        ("tests/proxy/test_pure.py",),
+    ),
+    Mutant(
+        "cli: run --json's spawn_failed reported as agent_failed",
+        "acp_bridge/cli/failures.py",
+        '        code = "spawn_failed"\n',
+        '        code = "agent_failed"\n',
+        ("tests/e2e/test_run_contract.py",),
+    ),
+    Mutant(
+        "store: the exactly-once guard dropped from the statement that records the turn",
+        "acp_bridge/conversation/store_writes.py",
+        "WHERE conversation_id = ? AND seq = ? AND state IN ('queued', 'running')\",",
+        "WHERE conversation_id = ? AND seq = ?\",",
+        ("tests/conversation/test_store.py",),
+    ),
+    Mutant(
+        "proxy: the editor's in-flight bound is not enforced",
+        "acp_bridge/proxy/relay.py",
+        "        if self._editor_requests.is_full:\n",
+        "        if False:\n",
+        ("tests/proxy/test_relay.py",),
+    ),
 ]
 
 

@@ -24,7 +24,6 @@ from typing import Any, Final
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from acp_bridge import __version__
 from acp_bridge.agents.config import AgentConfig
 from acp_bridge.agents.mock_script import MockScript
 from acp_bridge.agents.model import ModelClient
@@ -36,6 +35,7 @@ from acp_bridge.agents.turn import TurnDeps, run_turn
 from acp_bridge.errors import RpcError
 from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
 from acp_bridge.rpc.peer import JsonRpcPeer
+from acp_bridge.version import __version__
 from acp_bridge.wire.acp import (
     CancelNotification,
     CloseSessionRequest,

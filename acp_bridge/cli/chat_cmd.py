@@ -30,7 +30,7 @@ from acp_bridge.cli.chat_reader import (
     EndOfInput,
     History,
     Line,
-    LineReader,
+    TypedLineReader,
     line_buffer,
     restore_terminal,
     save_terminal,
@@ -67,7 +67,7 @@ from acp_bridge.cli.render import EventPrinter
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.queue_model import RETRYABLE_STATES, MessageState
+from acp_bridge.conversation.queue_states import RETRYABLE_STATES, MessageState
 from acp_bridge.errors import AgentError, BridgeError, SpawnError
 from acp_bridge.process.spec import AgentSpec
 
@@ -260,7 +260,7 @@ class _Chat:
                 "them (a new message is sent after them)"
             )
         token = anyio.lowlevel.current_token()
-        reader = LineReader(
+        reader = TypedLineReader(
             self.screen, lambda item: anyio.from_thread.run_sync(self._post, item, token=token)
         )
         reader.start(PROMPT)

@@ -1,8 +1,9 @@
 """The chat's prompt line: ``input()`` with readline, in a daemon thread, one line at a time.
 
-The thread shows the prompt only when the chat asks for the next line (:meth:`LineReader.next`),
-so a line is handled (sent, answered, a command run) before the next prompt appears. Each line,
-or the end of input (Ctrl-D, the terminal gone), is handed to the event loop by ``deliver``.
+The thread shows the prompt only when the chat asks for the next line
+(:meth:`TypedLineReader.next`), so a line is handled (sent, answered, a command run) before the
+next prompt appears. Each line, or the end of input (Ctrl-D, the terminal gone), is handed to
+the event loop by ``deliver``.
 
 The thread is a daemon: when the chat leaves while it waits in readline, it is abandoned (the
 process exits anyway); the chat restores the terminal's settings itself, as readline leaves
@@ -36,7 +37,7 @@ __all__ = [
     "EndOfInput",
     "History",
     "Line",
-    "LineReader",
+    "TypedLineReader",
     "line_buffer",
     "restore_terminal",
     "save_terminal",
@@ -61,7 +62,8 @@ class EndOfInput:
 
 
 _locked: LockedReadline | None = None
-"""readline driven by the input thread key by key, once a :class:`LineReader` has loaded it."""
+"""readline driven by the input thread key by key, once a :class:`TypedLineReader` has loaded
+it."""
 
 
 def line_buffer() -> str:
@@ -117,7 +119,11 @@ class History:
             _readline.write_history_file(str(self.path))
 
 
-class LineReader:
+class TypedLineReader:
+    """The lines the user types at the chat's prompt, read with readline in a daemon thread
+    and handed to the event loop one at a time (the module's text). Not the byte-stream
+    :class:`acp_bridge.rpc.framing.LineReader`."""
+
     def __init__(self, screen: ChatScreen, deliver: Callable[[Line | EndOfInput], None]) -> None:
         global _locked
         self._screen = screen

@@ -30,7 +30,8 @@ from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionPolicy
 from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.reconcile import reconcile
-from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.conversation.records import ConversationRecord
+from acp_bridge.conversation.store import QueueStore
 from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import ConfigMismatchError, QueueStoreError
 from acp_bridge.process.policy import RestartPolicy

@@ -30,11 +30,8 @@ from typing import Any
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from acp_bridge.cli.options import default_store_path
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
-from acp_bridge.conversation.store import (
-    ConversationRecord,
-    QueueStore,
-    StoredMessage,
-)
+from acp_bridge.conversation.records import ConversationRecord, StoredMessage
+from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.transcript import REPLY_LIMIT_BYTES
 from acp_bridge.errors import QueueStoreError
 

@@ -19,7 +19,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Final, NoReturn
 
-from acp_bridge import __version__
 from acp_bridge.cli import (
     agent_args,
     agents_args,
@@ -32,6 +31,7 @@ from acp_bridge.cli import (
 )
 from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, HELP
 from acp_bridge.cli.options import OneLineParser
+from acp_bridge.version import __version__
 
 __all__ = ["main"]
 

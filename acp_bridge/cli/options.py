@@ -71,6 +71,14 @@ def count(text: str) -> int:
     return value
 
 
+def positive_count(text: str) -> int:
+    """A whole number >= 1."""
+    value = count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return value
+
+
 def byte_count(text: str) -> int:
     """A size in bytes >= 1."""
     value = count(text)

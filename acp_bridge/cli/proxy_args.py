@@ -11,6 +11,7 @@ from acp_bridge.cli.options import (
     byte_count,
     count,
     directory,
+    positive_count,
     positive_seconds,
     seconds,
 )
@@ -63,7 +64,31 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         type=positive_seconds,
         default=60.0,
         metavar="SECONDS",
-        help="how long a restarted agent gets to initialize and restore the sessions (default: 60)",
+        help="how long a restarted agent gets to answer initialize (default: 60)",
+    )
+    proxy.add_argument(
+        "--restore-timeout",
+        type=positive_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long each session's restore may take after a restart; a session over it is "
+        "reported lost (default: 60)",
+    )
+    proxy.add_argument(
+        "--restore-concurrency",
+        type=positive_count,
+        default=8,  # core.restore_plan.DEFAULT_CONCURRENCY (not imported: the --help budget)
+        metavar="N",
+        help="sessions restored at once after a restart (default: 8); a session with a prompt "
+        "waiting goes first",
+    )
+    proxy.add_argument(
+        "--max-in-flight",
+        type=positive_count,
+        default=4096,  # proxy.routing.MAX_IN_FLIGHT (not imported: the --help budget)
+        metavar="N",
+        help="requests in flight each way between the editor and the agent; past it a request "
+        "is answered with an error at once (default: 4096)",
     )
     proxy.add_argument(
         "--record",

@@ -19,6 +19,7 @@ import anyio
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
 from acp_bridge.cli.named_agents import resolve_agent
+from acp_bridge.core.restore_plan import RestoreBudget
 from acp_bridge.errors import SpawnError
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
@@ -59,8 +60,10 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         grace_s=args.grace,
         queueing=not args.no_queue,
         startup_timeout_s=args.startup_timeout,
+        restore=RestoreBudget(args.restore_timeout, args.restore_concurrency),
         max_line_bytes=args.max_message_bytes,
         policy=RestartPolicy(max_restarts=args.max_restarts),
+        max_in_flight=args.max_in_flight,
     )
     recorder = None
     if args.record:

@@ -32,6 +32,7 @@ from acp_bridge.cli.conversation_setup import (
     client_options,
     turn_policy,
 )
+from acp_bridge.cli.early_start import EarlyAgent, interrupted_early
 from acp_bridge.cli.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -41,7 +42,6 @@ from acp_bridge.cli.failures import report_agent_failure, report_auth_required
 from acp_bridge.cli.named_agents import ResolvedAgent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
-from acp_bridge.cli.run_entry import EarlyAgent, interrupted_early
 from acp_bridge.cli.stdin_messages import read_stdin
 from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.events import AgentGaveUp
@@ -49,7 +49,9 @@ from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.fanout import lifecycle_json
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.store import ConversationRecord, MessageState, QueueStore
+from acp_bridge.conversation.queue_states import MessageState
+from acp_bridge.conversation.records import ConversationRecord
+from acp_bridge.conversation.store import QueueStore
 from acp_bridge.errors import (
     AgentError,
     BridgeError,

@@ -5,47 +5,35 @@ the bridge imports its wire models and conversation layer (the bulk of a one-sho
 and the two start-ups overlap. This module imports only what the spawn needs. The process is
 handed to :mod:`acp_bridge.cli.run`, which adopts it for the supervised agent's first generation;
 if anything ends the run before that (a usage error, a busy conversation), it is killed here.
+
+The import of :mod:`acp_bridge.cli.run` is lazy on purpose, and one-way: what both modules share
+(the early agent's holder, the signals that came early) lives in :mod:`acp_bridge.cli.early_start`,
+so ``run`` never imports this module.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
-import signal
-import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from acp_bridge.cli.early_start import (
+    EarlyAgent,
+    catch_early_signals,
+    interrupted_early,
+    signals_held,
+)
 from acp_bridge.cli.named_agents import ResolvedAgent, resolve_agent
 from acp_bridge.cli.stdin_messages import check_messages
 from acp_bridge.errors import SpawnError
-from acp_bridge.process.early import AdoptedProcess, discard, spawn_early
+from acp_bridge.process.early import spawn_early
 from acp_bridge.process.spec import AgentSpec
 
-__all__ = ["EarlyAgent", "interrupted_early", "run_command"]
-
-
-@dataclass
-class EarlyAgent:
-    """An agent spawned before the conversation was opened, until someone adopts it."""
-
-    spec: AgentSpec
-    popen: subprocess.Popen[bytes] | None
-
-    def adopt(self, spec: AgentSpec) -> AdoptedProcess | None:
-        """The process, if it was spawned from ``spec``; the caller owns it from now on."""
-        if self.popen is None or spec != self.spec:
-            return None
-        popen, self.popen = self.popen, None
-        return AdoptedProcess(popen)
-
-    def discard(self) -> None:
-        if self.popen is not None:
-            popen, self.popen = self.popen, None
-            discard(popen)
+__all__ = ["run_command"]
 
 
 def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -56,20 +44,15 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     if args.retry_failed and not continuing:
         parser.error("run: --retry-failed needs --resume or --conversation ID")
     check_messages(parser, args.message, args.max_message_bytes)  # usage errors spawn nothing
-    # Until run's own signal watcher is installed, SIGTERM and SIGHUP interrupt like Ctrl-C (once:
-    # a repeat must not interrupt the cleanup), so an agent already spawned is stopped on the
-    # way out instead of orphaned.
-    _interrupted.clear()
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _interrupt)
+    catch_early_signals()
     early = None if continuing else _early_agent(args, agent)
     try:
         if early is not None:
             _spawn(early)
-        if _interrupted:  # it came during the spawn, which holds it back (see _spawn)
+        if interrupted_early():  # it came during the spawn, which holds it back
             raise KeyboardInterrupt
         run_resolved = _import_run()
-        if _interrupted:
+        if interrupted_early():
             # A signal came during the import, but its KeyboardInterrupt was swallowed: raised
             # inside a callback whose exceptions CPython only reports (an import lock's weakref
             # callback, say). It still means stop.
@@ -117,29 +100,6 @@ def _without_pydantic_plugins() -> None:
         _loader._plugins = {}
 
 
-_interrupted: list[int] = []
-"""The signals that came while this module's handler was installed (the first only)."""
-
-
-def interrupted_early() -> bool:
-    """Whether a signal came before ``run``'s own signal watcher took over. Its
-    KeyboardInterrupt may not have been delivered (see :func:`run_command`), so the watcher
-    treats it as the first signal."""
-    return bool(_interrupted)
-
-
-_spawning: list[bool] = []
-"""Non-empty while :func:`_spawn` runs: a signal is then recorded, not raised."""
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    if _interrupted:
-        return  # already on the way out: the cleanup (stopping the agent) must finish
-    _interrupted.append(signum)
-    if not _spawning:
-        raise KeyboardInterrupt
-
-
 def _early_agent(args: argparse.Namespace, agent: ResolvedAgent) -> EarlyAgent | None:
     """The holder of a new conversation's agent, to be spawned now; None if that can't be done
     early (the normal path then spawns it, and reports a failure in its own words)."""
@@ -152,16 +112,7 @@ def _early_agent(args: argparse.Namespace, agent: ResolvedAgent) -> EarlyAgent |
 
 
 def _spawn(early: EarlyAgent) -> None:
-    """Spawn ``early``'s agent, with signals held back until its holder has it.
-
-    A KeyboardInterrupt raised after the fork but before ``Popen`` returns (while it waits for
-    the exec, say) would leave a running agent that nobody holds, so nobody stops it; the soak
-    caught one. Blocking the signals instead is no answer: the agent would inherit the mask.
-    """
-    _spawning.append(True)
-    try:
+    """Spawn ``early``'s agent, with signals held back until its holder has it (see
+    :func:`~acp_bridge.cli.early_start.signals_held`)."""
+    with signals_held(), contextlib.suppress(SpawnError):
         early.popen = spawn_early(early.spec, os.environ)
-    except SpawnError:
-        pass
-    finally:
-        _spawning.clear()

@@ -10,8 +10,8 @@ from typing import Final
 
 import anyio
 
-from acp_bridge.cli.lines import LineSplitter
 from acp_bridge.rpc.fdstream import FdReceiveStream
+from acp_bridge.rpc.splitter import TOO_LONG, LineSplitter, TooLong
 
 __all__ = ["STDIN_READ_BYTES", "check_messages", "read_stdin"]
 
@@ -29,8 +29,8 @@ async def read_stdin(
     that is not valid UTF-8, or longer, is refused with one line on stderr naming its number,
     is not stored, and the next lines go on. At most ``max_bytes`` plus one read is buffered.
     """
-    splitter = LineSplitter(max_bytes)
-    refused = 0
+    splitter = LineSplitter(max_bytes)  # an over-long line is reported before its end
+    number = refused = 0
     try:
         stream = FdReceiveStream(0)
     except OSError:  # no stdin at all: no messages
@@ -41,7 +41,9 @@ async def read_stdin(
                 chunk = await stream.receive(STDIN_READ_BYTES)
             except (anyio.EndOfStream, anyio.BrokenResourceError):
                 chunk = b""
-            for number, line in splitter.feed(chunk) if chunk else splitter.end():
+            lines: list[bytes | TooLong] = splitter.feed(chunk) if chunk else _last(splitter)
+            for line in lines:
+                number += 1
                 text = _stdin_message(number, line, max_bytes)
                 if text is None:
                     refused += 1
@@ -54,8 +56,13 @@ async def read_stdin(
             await stream.aclose()  # gives stdin its blocking mode back
 
 
-def _stdin_message(number: int, line: bytes | None, max_bytes: int) -> str | None:
-    if line is None:
+def _last(splitter: LineSplitter) -> list[bytes | TooLong]:
+    last = splitter.end()
+    return [] if last is None else [last]
+
+
+def _stdin_message(number: int, line: bytes | TooLong, max_bytes: int) -> str | None:
+    if line is TOO_LONG:
         _say(f"stdin line {number} refused: longer than --max-message-bytes ({max_bytes} bytes)")
         return None
     try:

@@ -23,10 +23,11 @@ from anyio.abc import Process
 from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.events import AgentStarted, LifecycleEvent
 from acp_bridge.client.options import ClientOptions
-from acp_bridge.client.restore import restore_session
+from acp_bridge.client.restore import restore_sessions
 from acp_bridge.client.session import Session
 from acp_bridge.client.start_diagnosis import StartupWitness, diagnose_start
-from acp_bridge.errors import BridgeError, FramingError, SpawnError
+from acp_bridge.core.restore_plan import RestoreBudget
+from acp_bridge.errors import BridgeError, FramingError
 from acp_bridge.process import killer
 from acp_bridge.process.launcher import AgentProcess, open_agent
 from acp_bridge.process.policy import ExitRecord
@@ -60,7 +61,7 @@ class GenerationHost(Protocol):
     def rename_session(self, session: Session, new_id: str) -> None: ...
     def generation_ready(self, number: int, connection: AgentConnection) -> None: ...
     def generation_ending(self, number: int) -> None: ...
-    async def generation_exited(self, number: int, record: ExitRecord, pid: int) -> None:
+    async def generation_exited(self, number: int, record: ExitRecord) -> None:
         """Decide and report while the tree is still being reaped, so turns fail at once."""
 
 
@@ -103,26 +104,18 @@ class Generation:
         """Serve one process until it ends, and report its exit to the host.
 
         Raises:
-            SpawnError: the very first spawn failed (later ones become exit records).
+            SpawnError: the command could not be started (the supervisor decides what follows).
         """
-        host = self._host
         spawned_at = anyio.current_time()
-        try:
-            async with open_agent(
-                host.spec,
-                base_env=self._options.base_env,
-                stderr_forward=self._options.stderr_forward,
-                shutdown=self._options.shutdown,
-                process=self._adopted,
-            ) as process:
-                self._process = process
-                await self._serve(process, spawned_at)
-        except SpawnError as exc:
-            if self.number == 1:
-                raise
-            host.generation_ending(self.number)
-            now = anyio.current_time()
-            await host.generation_exited(self.number, ExitRecord(now, 0.0, None, None, str(exc)), 0)
+        async with open_agent(
+            self._host.spec,
+            base_env=self._options.base_env,
+            stderr_forward=self._options.stderr_forward,
+            shutdown=self._options.shutdown,
+            process=self._adopted,
+        ) as process:
+            self._process = process
+            await self._serve(process, spawned_at)
 
     async def _serve(self, process: AgentProcess, spawned_at: float) -> None:
         host = self._host
@@ -164,7 +157,7 @@ class Generation:
             host.generation_ending(self.number)
             record = await self._exit_record(process, peer, spawned_at)
             tg.cancel_scope.cancel()
-        await host.generation_exited(self.number, record, process.pid)
+        await host.generation_exited(self.number, record)
 
     async def _start(self, connection: AgentConnection, process: AgentProcess) -> None:
         host = self._host
@@ -183,9 +176,10 @@ class Generation:
             )
         )
         if self._restoring:
-            with anyio.fail_after(self._options.restore_timeout_s):
-                for session in host.sessions:
-                    await restore_session(host, connection, session)
+            budget = RestoreBudget(
+                self._options.restore_timeout_s, self._options.restore_concurrency
+            )
+            await restore_sessions(host, connection, host.sessions, budget)
 
     async def _end_when(self, wait: Callable[[], Awaitable[object]]) -> None:
         await wait()
@@ -232,13 +226,13 @@ class Generation:
                 )
             ]
             described = ""
-        return ExitRecord(
-            at_s=anyio.current_time(),
-            uptime_s=anyio.current_time() - spawned_at,
-            returncode=status.returncode if status else None,
-            signal=status.signal if status else None,
-            reason=_joined(reasons[0] if reasons else "", described),
-            stderr_tail=process.stderr_tail(20),
+        now = anyio.current_time()
+        return ExitRecord.of_process(
+            now,
+            now - spawned_at,
+            status.returncode if status else None,
+            _joined(reasons[0] if reasons else "", described),
+            process.stderr_tail(20),
             ordered=self._quarantined,
         )
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import field
 
-from acp_bridge import __version__
 from acp_bridge.client.permissions import PermissionPolicy
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.record import record
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
+from acp_bridge.version import __version__
 
 __all__ = ["ClientOptions"]
 
@@ -42,7 +42,10 @@ class ClientOptions:
     startup_timeout_s: float = 60.0
     """Spawn to the end of ``initialize``. Generous: ``npx``/``uvx`` agents may download first."""
     restore_timeout_s: float = 120.0
-    """Restoring all sessions after a restart (a ``session/load`` replays whole histories)."""
+    """Restoring one session after a restart (a ``session/load`` replays its whole history).
+    Each session has this budget of its own: see :mod:`acp_bridge.core.restore_plan`."""
+    restore_concurrency: int = 8
+    """Session restores in flight at once after a restart (a session in use goes first)."""
     cancel_grace_s: float = 5.0
     """After ``session/cancel``, how long the agent gets to answer before it is quarantined."""
     cancel_write_timeout_s: float = 1.0

@@ -1,24 +1,32 @@
-"""Bringing a session back on a restarted agent: load, else resume, else a new session.
+"""Bringing the library's sessions back on a restarted agent: load, else resume, else replaced.
 
+The order, the budgets and the concurrency are the core's restore plan
+(:mod:`acp_bridge.core.restore_plan`); what is done for one session is here.
 ``session/load`` replays the whole conversation before it answers; the replay is collected into
 ``Session.history`` and never delivered as new output. An agent that refuses the load (an
-error answer such as -32002 or -32603) falls back to resume, then to a new session, which is
-reported as :class:`SessionReplaced` with the reason. A transport failure (the new process dies
-during the load) is not a refusal: it propagates, and the restart counts as failed.
-After a restore, the config options and mode the caller chose are applied again.
+error answer such as -32002 or -32603) falls back to resume. A session that neither brings
+back, or whose restore ran over its budget, is *replaced*: a new session in the same cwd, under
+the same :class:`Session` object, reported as :class:`SessionReplaced` with the reason (the
+plan's module says why the library replaces where the proxy marks lost). A transport failure
+(the new process dies during the load) is not a refusal: it propagates, and the restart counts
+as failed. After a restore, the config options and mode the caller chose are applied again.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Protocol
+
+import anyio
 
 from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.events import LifecycleEvent, SessionReplaced, SessionRestored
 from acp_bridge.client.session import Session
+from acp_bridge.core.restore_plan import RestoreBudget, RestoreRefused, restore_all
 from acp_bridge.errors import LocalProtocolError, RemoteProtocolError, RpcError
 
-__all__ = ["RestoreHost", "restore_session"]
+__all__ = ["RestoreHost", "restore_sessions"]
 
 
 class RestoreHost(Protocol):
@@ -32,14 +40,34 @@ class RestoreHost(Protocol):
 log = logging.getLogger(__name__)
 
 
-async def restore_session(
-    agent: RestoreHost, connection: AgentConnection, session: Session
+async def restore_sessions(
+    agent: RestoreHost,
+    connection: AgentConnection,
+    sessions: Sequence[Session],
+    budget: RestoreBudget,
 ) -> None:
-    """Restore ``session`` on ``connection``'s process (see the module docstring).
+    """Restore ``sessions`` on ``connection``'s process by the plan; replace those that fail.
 
     Raises:
         ConnectionClosedError: the process died during the restore.
         AuthRequiredError: the agent wants authentication first.
+        TimeoutError: a replacement session could not be opened within the budget.
+    """
+
+    async def restore(session: Session) -> None:
+        await _restore_one(agent, connection, session)
+
+    failures = await restore_all(sessions, restore, budget, waiting=lambda s: s.in_use)
+    for session, reason in failures:
+        with anyio.fail_after(budget.per_session_s):
+            await _replace(agent, connection, session, reason)
+
+
+async def _restore_one(agent: RestoreHost, connection: AgentConnection, session: Session) -> None:
+    """Load, else resume ``session``.
+
+    Raises:
+        RestoreRefused: the agent refused both (or can do neither); the reasons.
     """
     old_id = session.id
     args = (session.cwd, session.mcp_servers, session.additional_directories)
@@ -69,10 +97,17 @@ async def restore_session(
             refusals.append(f"session/resume refused: {exc}")
     if not refusals:
         refusals.append("the agent supports neither session/load nor session/resume")
+    raise RestoreRefused("; ".join(refusals))
+
+
+async def _replace(
+    agent: RestoreHost, connection: AgentConnection, session: Session, reason: str
+) -> None:
+    old_id = session.id
+    args = (session.cwd, session.mcp_servers, session.additional_directories)
     response = await connection.new_session(*args)
     session.offer(response.modes, response.config_options)
     agent.rename_session(session, response.session_id)
-    reason = "; ".join(refusals)
     log.warning("%s: session %s replaced by %s (%s)", agent.name, old_id, session.id, reason)
     agent.emit(SessionReplaced(old_id, session.id, reason))
     await _reapply_choices(agent, connection, session)

@@ -147,6 +147,11 @@ class Session:
         return [self.cwd, *self.additional_directories]
 
     @property
+    def in_use(self) -> bool:
+        """A turn is held or waiting to begin on this session (its restore goes first)."""
+        return self._turn_lock.locked()
+
+    @property
     def current_turn(self) -> Turn | None:
         return self._turn
 

@@ -33,17 +33,7 @@ from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.session import Session
 from acp_bridge.client.session_registry import SessionRegistry
 from acp_bridge.client.turn import Turn
-from acp_bridge.core.condition import Condition
-from acp_bridge.core.lifecycle import (
-    AgentLifecycle,
-    AgentPhase,
-    GenerationEnding,
-    GenerationReady,
-    LifecycleAction,
-    LifecycleInput,
-    ReviveRequested,
-    ShutdownRequested,
-)
+from acp_bridge.core.lifecycle import AgentPhase
 from acp_bridge.errors import (
     AgentExitedError,
     AuthRequiredError,
@@ -66,10 +56,10 @@ _T = TypeVar("_T")
 class SupervisedAgent:
     """An ACP agent kept alive across crashes. Use :func:`open_supervised_agent`.
 
-    Its lifecycle is an :class:`~acp_bridge.core.lifecycle.AgentLifecycle`: this class feeds
-    the machine and wakes waiters through one :class:`Condition` after every transition; its
-    :class:`AgentLifetime` runs the generations and performs each exit's actions, and its
-    :class:`SessionRegistry` opens and keeps the sessions.
+    Its lifecycle is the one :class:`~acp_bridge.core.supervisor.Supervisor` of the core (the
+    lifecycle machine, its condition, the generation loop); :class:`AgentLifetime` is the
+    library's kind of generation plugged into it (a typed client connection, the library's
+    events and errors), and :class:`SessionRegistry` opens and keeps the sessions.
     """
 
     def __init__(self, spec: AgentSpec, options: ClientOptions, task_group: TaskGroup) -> None:
@@ -79,12 +69,11 @@ class SupervisedAgent:
         self._task_group = task_group
         self._handlers = ClientHandlers(self.name, options, self.session)
         self._sessions = SessionRegistry(self, lambda: self._connection)
-        self._lifecycle = AgentLifecycle()
-        self._changed = Condition()
         self._connection: AgentConnection | None = None
-        self._lifetime = AgentLifetime(
-            self, self._lifecycle, self._handle, self._changed, self._fail_turns
-        )
+        self._lifetime = AgentLifetime(self, self._fail_turns)
+        self._supervisor = self._lifetime.supervisor
+        self._lifecycle = self._supervisor.lifecycle
+        self._changed = self._supervisor.changed
         self.auth_failure: AuthRequiredError | None = None
         """The last turn the agent refused for want of authentication (it pauses the queue)."""
         self._events = EventHub(agent_name=self.name)
@@ -150,8 +139,8 @@ class SupervisedAgent:
                 assert self._connection is not None
                 return self._connection
             if state is AgentPhase.GAVE_UP:
-                assert self._lifetime.gave_up is not None
-                raise self._lifetime.gave_up
+                assert self._lifetime.limit_error is not None
+                raise self._lifetime.limit_error
             if state is AgentPhase.CLOSED:
                 raise self._lifetime.start_failure or ResourceClosedError(f"{self.name} was closed")
             await self._changed.wait()
@@ -297,7 +286,7 @@ class SupervisedAgent:
         """The bridge is stopping: no process is started again (a quarantine or crash from
         now on ends the agent, and fails its turns in flight). Calls that need a ready agent
         fail with ``ResourceClosedError``; the running process still serves a cancel."""
-        self._handle(ShutdownRequested())
+        self._supervisor.shutdown()
 
     def kill_now(self) -> None:
         """SIGKILL the current process tree at once, with no grace, and start nothing again
@@ -311,15 +300,10 @@ class SupervisedAgent:
 
         Returns at once; calls wait for the new process as they would through a restart.
         """
-        self._lifetime.start_revived(self._handle(ReviveRequested()), self._task_group)
+        self._supervisor.revive(self._task_group)
         await anyio.lowlevel.checkpoint()
 
     # -- the lifecycle machine and what performs it ------------------------------------------
-
-    def _handle(self, event: LifecycleInput) -> list[LifecycleAction]:
-        actions = self._lifecycle.handle(event)
-        self._changed.notify_all()
-        return actions
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Supervise until closed or given up; ``started`` once the first process is ready.
@@ -350,23 +334,22 @@ class SupervisedAgent:
     def generation_ready(self, number: int, connection: AgentConnection) -> None:
         """Generation ``number`` initialized and restored every session: the agent is ready."""
         self._connection = connection
-        self._handle(GenerationReady(number))
-        self._lifetime.ready()
+        self._supervisor.ready(number)
 
     def generation_ending(self, number: int) -> None:
         """The process is going away: calls wait for the next one (the "needs restart" state)."""
         self._connection = None
-        self._handle(GenerationEnding(number))
+        self._supervisor.ending(number)
 
-    async def generation_exited(self, number: int, record: ExitRecord, pid: int) -> None:
+    async def generation_exited(self, number: int, record: ExitRecord) -> None:
         """Decide, report, and fail the turns in flight, while the tree is still being reaped."""
-        await self._lifetime.exited(number, record, pid)
+        await self._supervisor.exited(number, record)
         await self._handlers.end_generation(number)
 
     # -- shutdown -----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        self._handle(ShutdownRequested())
+        self._supervisor.shutdown()
         self._fail_turns(ResourceClosedError(f"{self.name} was closed during the turn"))
         self._events.close()
         await anyio.lowlevel.checkpoint()

@@ -13,25 +13,30 @@ then :meth:`TurnBoundaries.finished`), so a message's final state and the next m
 can be queued together and land in one commit (see :mod:`.turns`). No state of its own but the
 running turn's start time (for ``duration_ms``): the usage totals are the
 :class:`~.journal.TurnJournal`'s, the commits the :class:`~.group_commit.GroupCommit`'s.
+
+Time is the conversation's clock (injected: see :class:`~.conversation.Conversation`), for the
+stored ``now`` and for ``duration_ms`` alike, so a turn's duration is the distance between the
+times it was stamped with. A clock stepped back during a turn gives a duration of 0, never a
+negative one.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-from acp_bridge.conversation.group_commit import GroupCommit, PendingCall
+from acp_bridge.conversation.group_commit import GroupCommit, PendingCommit
 from acp_bridge.conversation.journal import FinalEvent, StructuredError, TurnJournal, final_event
 from acp_bridge.conversation.publishing import EventPublisher
 from acp_bridge.conversation.queue_model import MessageFinal
-from acp_bridge.conversation.store import FinishedTurn, QueueStore
+from acp_bridge.conversation.records import FinishedTurn
+from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.turn_events import Emit
 
 __all__ = ["SubmittedFinal", "TurnBoundaries", "started_event"]
 
 
-SubmittedFinal = tuple[PendingCall[bool], FinishedTurn | None, FinalEvent]
+SubmittedFinal = tuple[PendingCommit[bool], FinishedTurn | None, FinalEvent]
 """A final state queued for commit: the store call, the turn it records, the event to publish."""
 
 
@@ -61,7 +66,7 @@ class TurnBoundaries:
         self._emit = emit
         self._structured_error = structured_error
         self._clock = clock
-        self._turn_started_at: tuple[int, float] | None = None  # (seq, monotonic time)
+        self._turn_started_at: tuple[int, float] | None = None  # (seq, the clock's time)
 
     async def stored_prompt(self, seq: int) -> list[dict[str, Any]]:
         """The content of message ``seq`` as stored (not sent in this process)."""
@@ -70,7 +75,7 @@ class TurnBoundaries:
 
     # -- the start ------------------------------------------------------------------------
 
-    def submit_running(self, seq: int, started_event: dict[str, Any]) -> PendingCall[bool]:
+    def submit_running(self, seq: int, started_event: dict[str, Any]) -> PendingCommit[bool]:
         """Queue the commit recording ``seq`` running, its ``turn_started`` logged with it."""
         return self._commits.submit(
             self._store.mark_running,
@@ -84,7 +89,7 @@ class TurnBoundaries:
         """The start of ``seq`` is committed: publish it, and hold lifecycle events that
         happen during its turn behind its final event."""
         self._journal.turn_started(seq)
-        self._turn_started_at = (seq, time.monotonic())
+        self._turn_started_at = (seq, self._clock())
         self._events.turn_started(seq)
         await self._emit("turn_started", started_event)
 
@@ -96,7 +101,7 @@ class TurnBoundaries:
         started = self._turn_started_at
         duration_ms = 0.0  # a message that never started here, not the last turn's duration
         if started is not None and started[0] == final.seq:
-            duration_ms = (time.monotonic() - started[1]) * 1000
+            duration_ms = max(0.0, self._clock() - started[1]) * 1000
         end = final_event(final, turn, duration_ms, self._structured_error)
         call = self._commits.submit(
             self._store.finish,

@@ -29,12 +29,15 @@ are the turn's tasks cancelled. A turn still open at the bound is cut and record
 anyway: the store never keeps a message ``running`` after a clean stop, so a later resume does
 not mistake a stop for a crash. :meth:`Conversation.stop_now` shortens that wait to
 :data:`STOP_NOW_WAIT_S` (a second Ctrl-C).
+
+Time. The conversation reads one clock, injected (``clock``, epoch seconds; a test passes a
+fake one): every stored ``now``, every event's ``ts`` and each turn's ``duration_ms`` come from
+it. Only the deadlines of cancel scopes are the event loop's, as anyio defines them.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -60,14 +63,17 @@ from acp_bridge.conversation.queue_model import (
     Failed,
     Idle,
     MessageFinal,
-    MessageRecord,
     ReviveAgent,
     StartTurn,
 )
-from acp_bridge.conversation.store import ConversationRecord, LogEntry, QueueStore
+from acp_bridge.conversation.queue_states import MessageRecord
+from acp_bridge.conversation.records import ConversationRecord
+from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.turn_events import TurnEvents
 from acp_bridge.conversation.turns import TurnRunner
-from acp_bridge.conversation.usage import Usage
+from acp_bridge.conversation.usage import UsageTotals
+from acp_bridge.core.condition import Condition
 from acp_bridge.errors import ResourceClosedError
 
 __all__ = ["LOG_BATCH", "STOP_NOW_WAIT_S", "Conversation", "ConversationEvent"]
@@ -88,7 +94,9 @@ _CUT_ERROR: Final = "the turn did not close within the stop window; it was cut"
 @dataclass
 class _State:
     idle_reason: str | None = "drained"
-    idle: anyio.Event = field(default_factory=anyio.Event)
+    """Why no turn runs nor will start by itself; None while one may."""
+    changed: Condition = field(default_factory=Condition)
+    """Notified when ``idle_reason`` is set (an Idle action): :meth:`Conversation.wait_idle`."""
 
 
 class Conversation:
@@ -102,7 +110,8 @@ class Conversation:
         session: Session,
         policy: TurnPolicy,
         task_group: TaskGroup,
-        clock: Callable[[], float] = time.time,
+        *,
+        clock: Callable[[], float],
     ) -> None:
         self.id = record.id
         self.agent = agent
@@ -216,7 +225,7 @@ class Conversation:
         return list(self._machine.messages())
 
     @property
-    def usage(self) -> Usage:
+    def usage(self) -> UsageTotals:
         """What the conversation's messages spent so far (stored ones included), and the
         latest context snapshot. Updated when each message reaches its final state."""
         return self._journal.usage
@@ -225,7 +234,7 @@ class Conversation:
         """Wait until no turn runs and none will start by itself; returns why
         (``drained``, ``paused``, ``agent_gone``, ``closed``)."""
         while self._state.idle_reason is None:
-            await self._state.idle.wait()
+            await self._state.changed.wait()
         return self._state.idle_reason
 
     def subscribe(
@@ -350,8 +359,7 @@ class Conversation:
                     await self._turns.finish(action)
             elif isinstance(action, Idle):
                 self._state.idle_reason = action.reason
-                self._state.idle.set()
-                self._state.idle = anyio.Event()
+                self._state.changed.notify_all()
 
     def _busy(self) -> None:
         self._state.idle_reason = None  # a turn task is on its way: not idle till an Idle action

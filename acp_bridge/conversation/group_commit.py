@@ -7,7 +7,7 @@ commits in a worker thread, the calls arriving meanwhile wait and form the next 
 (a thousand sends while turns run) most calls share a commit.
 
 Where a batch runs: at once, in the event loop's thread, when the store can commit it without
-waiting (:meth:`~.store_base.StoreBase.commit_now_if_free`: no fsync per commit, the store free
+waiting (:meth:`~.store.QueueStore.commit_now_if_free`: no fsync per commit, the store free
 in this process, no other process writing; checkpoints run in a thread of their own). That is
 the common case, and it saves a worker thread's round trip, which costs more than a queue
 turn's statements. Otherwise, and to report a failure, the batch runs in a worker thread, where
@@ -23,10 +23,12 @@ result or its own error. (The store's calls only touch the database, so running 
 a rollback is safe.)
 
 No background task: the caller that finds no batch running commits the queue itself; when it is
-done, the callers queued meanwhile are woken, and the first of them to run commits the next
-batch (the others see it committing and wait again). Waiting is shielded, as
-:func:`anyio.to_thread.run_sync` is: a caller cancelled while its call commits still gets the
-call's outcome and returns it, so a send never commits a message its caller did not hear about.
+done, the waiting callers are woken through one :class:`~acp_bridge.core.condition.Condition`
+(:attr:`GroupCommit.changed`): those whose calls it committed return, and the first of the
+callers queued meanwhile to run commits the next batch (the others see it committing and wait
+again). Waiting is shielded, as :func:`anyio.to_thread.run_sync` is: a caller cancelled while
+its call commits still gets the call's outcome and returns it, so a send never commits a
+message its caller did not hear about.
 
 Bound: calls are queued only by tasks awaiting them, one call per awaiting task (plus at most one
 submitted without waiting, see :meth:`GroupCommit.submit`), so the queue is bounded by the tasks
@@ -42,14 +44,15 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from acp_bridge.conversation.store_base import StoreBase
+from acp_bridge.conversation.store import QueueStore
+from acp_bridge.core.condition import Condition
 
-__all__ = ["GroupCommit", "PendingCall"]
+__all__ = ["GroupCommit", "PendingCommit"]
 
 _T = TypeVar("_T")
 
 
-class PendingCall(Generic[_T]):
+class PendingCommit(Generic[_T]):
     """A store call queued in a :class:`GroupCommit`; :meth:`result` waits for its commit."""
 
     def __init__(self, owner: GroupCommit, run: Callable[[], _T]) -> None:
@@ -59,7 +62,10 @@ class PendingCall(Generic[_T]):
         # Until it runs: a batch cut short (the worker thread raised) leaves this error.
         self._error: BaseException | None = RuntimeError("the store call was never run")
         self.settled = False
-        self._wake: anyio.Event | None = None  # made when its caller waits
+
+    def __repr__(self) -> str:
+        state = "queued" if not self.settled else "failed" if self.failed else "committed"
+        return f"<PendingCommit [{state}]>"
 
     def execute(self) -> None:
         """Run the call (in the worker thread); keep its value or its error."""
@@ -72,14 +78,6 @@ class PendingCall(Generic[_T]):
     @property
     def failed(self) -> bool:
         return self._error is not None
-
-    def settle(self) -> None:
-        self.settled = True
-        self.take_the_lead()
-
-    def take_the_lead(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
 
     async def result(self) -> _T:
         """The call's value once committed, or its error raised here."""
@@ -95,8 +93,7 @@ class PendingCall(Generic[_T]):
                         await owner.commit_queued(try_now=not declined)
                         declined = False
                         continue
-                    self._wake = anyio.Event()
-                    await self._wake.wait()
+                    await owner.changed.wait()
         if self._error is not None:
             raise self._error
         return self._value  # type: ignore[return-value]  # settled without error: set
@@ -105,17 +102,20 @@ class PendingCall(Generic[_T]):
 class GroupCommit:
     """Queued store calls of one store, committed in batches."""
 
-    def __init__(self, store: StoreBase) -> None:
+    def __init__(self, store: QueueStore) -> None:
         self._store = store
-        self._queued: deque[PendingCall[Any]] = deque()
+        self._queued: deque[PendingCommit[Any]] = deque()
         self.committing = False
+        self.changed = Condition()
+        """Notified when a batch has settled its calls: their callers return, and one of the
+        callers queued meanwhile commits the next batch."""
         self.batches = 0
         """How many commits (on the loop's thread or a worker's) the calls took so far."""
 
-    def submit(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> PendingCall[_T]:
-        """Queue ``method(*args, **kwargs)`` without waiting; await :meth:`PendingCall.result`
+    def submit(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> PendingCommit[_T]:
+        """Queue ``method(*args, **kwargs)`` without waiting; await :meth:`PendingCommit.result`
         (always: it is what commits the queue when nothing else is committing)."""
-        call = PendingCall(self, lambda: method(*args, **kwargs))
+        call = PendingCommit(self, lambda: method(*args, **kwargs))
         self._queued.append(call)
         return call
 
@@ -125,14 +125,12 @@ class GroupCommit:
 
     def commit_now(self) -> bool:
         """Commit every queued call at once, in this thread, if the store can without waiting
-        (see :meth:`~.store_base.StoreBase.commit_now_if_free`); False leaves them queued."""
+        (see :meth:`~.store.QueueStore.commit_now_if_free`); False leaves them queued."""
         calls = list(self._queued)
         if not self._store.commit_now_if_free(partial(self._run_all_or_nothing, calls)):
             return False
         self._queued.clear()  # no one could queue more meanwhile: nothing awaited
-        self.batches += 1
-        for call in calls:
-            call.settle()
+        self._settle(calls)
         return True
 
     async def commit_queued(self, *, try_now: bool = True) -> None:
@@ -148,16 +146,18 @@ class GroupCommit:
             await anyio.to_thread.run_sync(self._run_batch, calls)
         finally:
             self.committing = False
-            self.batches += 1
-            for call in calls:
-                call.settle()
             # Any of the callers queued meanwhile may commit the next batch: the first to run
             # does, the others see it committing and wait again.
-            for call in self._queued:
-                call.take_the_lead()
+            self._settle(calls)
+
+    def _settle(self, calls: list[PendingCommit[Any]]) -> None:
+        self.batches += 1
+        for call in calls:
+            call.settled = True
+        self.changed.notify_all()
 
     @staticmethod
-    def _run_all_or_nothing(calls: list[PendingCall[Any]]) -> bool:
+    def _run_all_or_nothing(calls: list[PendingCommit[Any]]) -> bool:
         """Inside the store's transaction: True if every call succeeded (commit them), False at
         the first failure (roll back; :meth:`_run_batch` will run them again one by one)."""
         for call in calls:
@@ -166,7 +166,7 @@ class GroupCommit:
                 return False
         return True
 
-    def _run_batch(self, calls: list[PendingCall[Any]]) -> None:
+    def _run_batch(self, calls: list[PendingCommit[Any]]) -> None:
         if len(calls) == 1:
             calls[0].execute()
             return

@@ -13,11 +13,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from acp_bridge.client.turn_driver import TurnDriver
-from acp_bridge.conversation.queue_model import MessageFinal, MessageState
+from acp_bridge.conversation.queue_model import MessageFinal
+from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.records import FinishedTurn
 from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.transcript import TurnRecord
-from acp_bridge.conversation.usage import CostMeter, Usage
+from acp_bridge.conversation.usage import CostMeter, UsageTotals
 
 __all__ = ["LOG_BATCH", "FinalEvent", "TurnJournal", "answered_usage", "final_event"]
 
@@ -28,14 +29,14 @@ StructuredError = Callable[[dict[str, Any], "bool | None"], dict[str, Any]]
 
 
 class TurnJournal:
-    def __init__(self, usage: Usage, meter: CostMeter) -> None:
+    def __init__(self, usage: UsageTotals, meter: CostMeter) -> None:
         self.usage = usage
         """What the conversation's messages spent so far (their final states committed)."""
         self._meter = meter
         self._record: TurnRecord | None = None
         self._pending: list[LogEntry] = []
 
-    def continue_from(self, usage: Usage, meter: CostMeter) -> None:
+    def continue_from(self, usage: UsageTotals, meter: CostMeter) -> None:
         """Totals and cost meter as stored now (the conversation is opened again)."""
         self.usage, self._meter = usage, meter
 

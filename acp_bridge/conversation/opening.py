@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,8 @@ from acp_bridge.client.supervisor import SupervisedAgent
 from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
-from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.conversation.records import ConversationRecord
+from acp_bridge.conversation.store import QueueStore
 from acp_bridge.errors import BridgeError, SessionRestoreError
 
 __all__ = ["open_conversation"]
@@ -48,6 +49,7 @@ async def open_conversation(
     *,
     policy: TurnPolicy | None = None,
     session_id: str | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[Conversation]:
     """Run ``record``'s conversation on ``agent``.
 
@@ -55,9 +57,13 @@ async def open_conversation(
     else ``session/resume``; if the agent refuses, a new session stands in and a
     ``session_replaced`` event says so. Messages left ``running`` by a crash of the bridge end
     failed and recoverable; the queue goes on with the next message never prompted.
+
+    ``clock`` (epoch seconds) is the conversation's one clock: it stamps everything stored
+    (``now``) and published (``ts``), and times each turn (``duration_ms``).
     """
+    scope = _conversation_scope(store, agent, record, policy, session_id, clock)
     try:
-        async with _conversation_scope(store, agent, record, policy, session_id) as conversation:
+        async with scope as conversation:
             yield conversation
     except BaseExceptionGroup as group:
         # The caller's own exception comes back wrapped by the task group: unwrap it alone.
@@ -73,16 +79,19 @@ async def _conversation_scope(
     record: ConversationRecord,
     policy: TurnPolicy | None,
     session_id: str | None,
+    clock: Callable[[], float],
 ) -> AsyncIterator[Conversation]:
     async with anyio.create_task_group() as tg:
         session, how, replaced_from = await _open_session(agent, record, session_id)
-        conversation = Conversation(store, record, agent, session, policy or TurnPolicy(), tg)
+        conversation = Conversation(
+            store, record, agent, session, policy or TurnPolicy(), tg, clock=clock
+        )
         # Synchronous: each lifecycle event is stamped and queued as it happens, so it reaches
         # subscribers in causal order with the turn's events (a subscriber task would see it
         # only after events that were emitted later).
         stop_listening = agent.listen(conversation.note_lifecycle)
         try:
-            await _start(conversation, store, record, session, how, replaced_from, tg)
+            await _start(conversation, store, record, session, how, replaced_from, tg, clock)
             yield conversation
         finally:
             with anyio.CancelScope(shield=True):  # every wait inside is bounded
@@ -102,10 +111,11 @@ async def _start(
     how: str,
     replaced_from: str | None,
     tg: TaskGroup,
+    clock: Callable[[], float],
 ) -> None:
     await _apply_choices(session, record)
     await anyio.to_thread.run_sync(
-        lambda: store.update_conversation(record.id, session_id=session.id, now=time.time())
+        lambda: store.update_conversation(record.id, session_id=session.id, now=clock())
     )
 
     tg.start_soon(conversation.forward_lifecycle)
@@ -117,7 +127,7 @@ async def _start(
         data["replaced"] = replaced_from
     await conversation.emit("session", data, keep=True)
     recovered = await anyio.to_thread.run_sync(
-        lambda: store.recover_after_crash(record.id, now=time.time())
+        lambda: store.recover_after_crash(record.id, now=clock())
     )
     for seq in recovered:
         data = {

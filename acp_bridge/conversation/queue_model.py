@@ -17,8 +17,8 @@ A (state, event type) pair missing from a table is a transition that must never 
 pass in before it steps, so reaching that error is a bug in the machine itself.
 
 The tables below are the chart: one line per transition, with why it happens. The four
-machines' states and :class:`MessageRecord` live in :mod:`.queue_states`; this module re-exports
-them, so ``from acp_bridge.conversation.queue_model import MessageState`` keeps working.
+machines' states and :class:`~.queue_states.MessageRecord` live in :mod:`.queue_states`, and are
+imported from there.
 """
 
 from __future__ import annotations
@@ -27,30 +27,19 @@ import enum
 from collections.abc import Mapping
 from typing import Final, Literal, TypeVar
 
-from acp_bridge.conversation.queue_states import (
-    FINAL_STATES,
-    RETRYABLE_STATES,
-    AgentState,
-    GateState,
-    MessageRecord,
-    MessageState,
-    SlotState,
-)
+from acp_bridge.conversation.queue_states import AgentState, GateState, MessageState, SlotState
 from acp_bridge.errors import LocalProtocolError
 from acp_bridge.record import record
 
 __all__ = [
     "AGENT_TRANSITIONS",
     "BRIDGE_STOPPED_ERROR",
-    "FINAL_STATES",
     "GATE_TRANSITIONS",
     "MESSAGE_TRANSITIONS",
-    "RETRYABLE_STATES",
     "SLOT_TRANSITIONS",
     "TIMEOUT_ERROR",
     "Action",
     "AgentLost",
-    "AgentState",
     "Answered",
     "CancelReason",
     "CancelRequested",
@@ -58,29 +47,25 @@ __all__ = [
     "CloseRequested",
     "Event",
     "Failed",
-    "GateState",
     "Halted",
     "Idle",
     "IdleReason",
     "MessageFinal",
-    "MessageRecord",
-    "MessageState",
     "Outcome",
     "RetryRequested",
     "ReviveAgent",
     "ReviveDecided",
-    "SlotState",
     "StartConfirmed",
     "StartDecided",
     "StartTurn",
     "StartWithdrawn",
     "StopRequested",
-    "TurnCancelled",
     "TurnCompleted",
     "TurnEnded",
     "TurnFailed",
     "TurnSuperseded",
     "Verdict",
+    "VerdictCancelled",
     "WorkRequested",
     "next_state",
     "verdict",
@@ -201,7 +186,11 @@ class TurnCompleted(Event):
 
 
 @record
-class TurnCancelled(Event):
+class VerdictCancelled(Event):
+    """The turn counts as cancelled: a stop or close asked for it, or the agent answered
+    ``cancelled`` by itself. (Not :class:`acp_bridge.agents.tool_runner.TurnCancelled`, the
+    built-in agent's exception.)"""
+
     stop_reason: str | None = None
 
 
@@ -217,7 +206,7 @@ class TurnFailed(Event):
     stop_reason: str | None = None
 
 
-Verdict = TurnCompleted | TurnCancelled | TurnSuperseded | TurnFailed
+Verdict = TurnCompleted | VerdictCancelled | TurnSuperseded | TurnFailed
 
 
 # -- actions (imperative) ---------------------------------------------------------------------
@@ -282,9 +271,9 @@ MESSAGE_TRANSITIONS: Mapping[tuple[MessageState, type[Event]], MessageState] = {
     (_Q, StartConfirmed): _R,
     # Withdrawn while its StartTurn was out (the agent cold-starting): it counts as the turn.
     (_Q, TurnSuperseded): MessageState.SUPERSEDED,
-    (_Q, TurnCancelled): MessageState.CANCELLED,
+    (_Q, VerdictCancelled): MessageState.CANCELLED,
     (_R, TurnCompleted): MessageState.DONE,
-    (_R, TurnCancelled): MessageState.CANCELLED,
+    (_R, VerdictCancelled): MessageState.CANCELLED,
     (_R, TurnSuperseded): MessageState.SUPERSEDED,
     (_R, TurnFailed): MessageState.FAILED,  # error, agent crash, timeout, bridge crash
     # A final state is left only by an explicit retry, and never from DONE.
@@ -360,7 +349,7 @@ def verdict(cancel: CancelReason | None, outcome: Outcome | None) -> Verdict:
     if cancel == "interrupt":
         return TurnSuperseded(stop_reason)
     if cancel in ("stop", "close"):
-        return TurnCancelled(stop_reason)
+        return VerdictCancelled(stop_reason)
     if cancel == "timeout":
         return TurnFailed(TIMEOUT_ERROR, recoverable=True, stop_reason=stop_reason)
     if isinstance(outcome, Failed):
@@ -368,5 +357,5 @@ def verdict(cancel: CancelReason | None, outcome: Outcome | None) -> Verdict:
     if outcome is None:
         raise LocalProtocolError("a turn nobody cancelled ended without an outcome")
     if outcome.stop_reason == "cancelled":  # the agent cancelled by itself: the queue goes on
-        return TurnCancelled(outcome.stop_reason)
+        return VerdictCancelled(outcome.stop_reason)
     return TurnCompleted(outcome.stop_reason)

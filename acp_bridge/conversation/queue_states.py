@@ -4,7 +4,7 @@ The four machines of :mod:`acp_bridge.conversation.queue_model` each have a stat
 message (:class:`MessageState`, with the final and retryable sets), the turn slot
 (:class:`SlotState`), the gate (:class:`GateState`) and the agent (:class:`AgentState`).
 :class:`MessageRecord` is one message as the machine sees it and as a store persists it.
-``queue_model`` re-exports every name, so either import path works.
+This module is the one home of these names: import them from here.
 """
 
 from __future__ import annotations

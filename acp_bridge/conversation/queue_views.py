@@ -10,15 +10,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from acp_bridge.conversation.queue_model import (
-    AgentState,
-    CancelReason,
-    GateState,
-    IdleReason,
-    MessageRecord,
-    SlotState,
-    StartTurn,
-)
+from acp_bridge.conversation.queue_model import CancelReason, IdleReason, StartTurn
+from acp_bridge.conversation.queue_states import AgentState, GateState, MessageRecord, SlotState
 from acp_bridge.record import record
 
 __all__ = ["QueueViews", "TurnInSlot"]

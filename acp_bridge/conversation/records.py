@@ -11,8 +11,8 @@ import sqlite3
 from dataclasses import field
 from typing import Any, TypeVar
 
-from acp_bridge.conversation.queue_model import MessageRecord, MessageState
-from acp_bridge.conversation.usage import CostMeter, Usage
+from acp_bridge.conversation.queue_states import MessageRecord, MessageState
+from acp_bridge.conversation.usage import CostMeter, UsageTotals
 from acp_bridge.record import record
 
 __all__ = [
@@ -20,7 +20,6 @@ __all__ = [
     "ConversationSummary",
     "EventRecord",
     "FinishedTurn",
-    "MessageState",
     "StoredMessage",
     "conversation_from_row",
     "dumps",
@@ -51,7 +50,7 @@ class ConversationRecord:
     title: str | None
     created_at: float
     updated_at: float
-    usage: Usage = field(default_factory=Usage)
+    usage: UsageTotals = field(default_factory=UsageTotals)
     """What every message of the conversation spent (see :mod:`.usage`)."""
     cost_meter: CostMeter = field(default_factory=CostMeter)
     """The last cumulative cost seen, the baseline of the next message's cost."""
@@ -83,7 +82,7 @@ class StoredMessage:
     finished_at: float | None
     reply: str | None = None
     reply_truncated: bool = False
-    usage: Usage = field(default_factory=Usage)
+    usage: UsageTotals = field(default_factory=UsageTotals)
 
     @property
     def is_final(self) -> bool:
@@ -166,7 +165,7 @@ def conversation_from_row(row: sqlite3.Row) -> ConversationRecord:
         title=row["title"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
-        usage=Usage.from_json(usage),
+        usage=UsageTotals.from_json(usage),
         cost_meter=CostMeter.from_json(usage.get("meter")),
     )
 
@@ -188,7 +187,7 @@ def message_from_row(row: sqlite3.Row) -> StoredMessage:
         finished_at=row["finished_at"],
         reply=row["reply"],
         reply_truncated=bool(row["reply_truncated"]),
-        usage=Usage.from_json(loads(row["usage"], dict)),
+        usage=UsageTotals.from_json(loads(row["usage"], dict)),
     )
 
 
@@ -219,7 +218,7 @@ class FinishedTurn:
 
     reply: str
     reply_truncated: bool
-    usage: Usage
+    usage: UsageTotals
     meter: CostMeter
     meter_changed: bool = True
     """False when the turn left the meter as it found it (nothing to store then, when it

@@ -1,5 +1,5 @@
 """The queue store's SQLite schema, as an ordered list of migrations, and opening a file with it.
-The records read back are in :mod:`.records` (re-exported here).
+The records read back are in :mod:`.records`.
 
 The schema version is ``PRAGMA user_version``: the number of migrations applied. Opening a store
 runs :func:`migrate`, which applies the missing ones in order, all in one write transaction, so a
@@ -30,17 +30,6 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-from acp_bridge.conversation.records import (
-    ConversationRecord,
-    EventRecord,
-    MessageState,
-    StoredMessage,
-    conversation_from_row,
-    dumps,
-    event_from_row,
-    loads,
-    message_from_row,
-)
 from acp_bridge.errors import QueueStoreError
 from acp_bridge.record import record
 from acp_bridge.sqlite_wal import use_wal
@@ -49,17 +38,8 @@ __all__ = [
     "APPLICATION_ID",
     "LATEST_VERSION",
     "MIGRATIONS",
-    "ConversationRecord",
-    "EventRecord",
-    "MessageState",
     "Migration",
-    "StoredMessage",
     "connect",
-    "conversation_from_row",
-    "dumps",
-    "event_from_row",
-    "loads",
-    "message_from_row",
     "migrate",
     "version_of",
 ]

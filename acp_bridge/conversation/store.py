@@ -4,7 +4,7 @@
 guarded by a lock, so async callers may run it in a worker thread. It imports no anyio.
 
 Durability. The file is in WAL mode and every mutating call is one committed ``BEGIN IMMEDIATE``
-transaction (or part of one batch, see :meth:`~.store_base.StoreBase.batch`). What a returned
+transaction (or part of one batch, see :meth:`~QueueStore.batch`). What a returned
 commit survives is the store's :data:`Durability`, chosen at :meth:`QueueStore.open`:
 
 - ``"process"`` (the default, ``synchronous=NORMAL``): the commit is in the WAL, handed to the
@@ -21,7 +21,7 @@ commit survives is the store's :data:`Durability`, chosen at :meth:`QueueStore.o
 Checkpoints (copying the WAL back into the file, where ``synchronous=NORMAL`` fsyncs) run in a
 thread and a connection of their own (:class:`~acp_bridge.sqlite_wal.WalCheckpointer`), so no
 commit waits for one; that is also what lets an async caller commit on its event loop's thread
-when nothing would make it wait (:meth:`~.store_base.StoreBase.commit_now_if_free`).
+when nothing would make it wait (:meth:`~QueueStore.commit_now_if_free`).
 
 The queue. A message's ``seq`` is its creation order (1, 2, 3, ... per conversation, dense).
 Its ``position`` is its place in the queue: a normal send goes after every message ever queued;
@@ -52,6 +52,14 @@ Privacy. The store holds prompts. A store file that :meth:`QueueStore.open` crea
 0600 whatever the umask (SQLite gives its ``-wal`` and ``-shm`` files the main file's mode); an
 existing file keeps the mode its owner chose.
 
+The parts. :class:`QueueStore` is a facade over parts that share one
+:class:`~.store_connection.StoreConnection` (the connection, its lock and transactions, group
+commits, checkpoints, closing): :class:`~.store_catalog.ConversationCatalog` (conversations and
+their event logs), :class:`~.store_reads.QueueReads` (reading the queue),
+:class:`~.store_writes.QueueWrites` (changing it), with the row lookups they share in
+:class:`~.store_rows.StoredRows` and the SQL statement groups in :mod:`.store_sql`. Each method
+of the facade hands its call to the one part that does that job.
+
 Errors. Every ``sqlite3.Error`` becomes :class:`QueueStoreError` naming the file and what failed,
 ``from`` the original. A conversation or message that does not exist raises
 :class:`UnknownConversationError` / :class:`UnknownMessageError` (``get_*`` return None instead);
@@ -62,55 +70,29 @@ raises ResourceClosedError.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Final, Literal
+from types import TracebackType
+from typing import Any, Final, Literal, Self, Unpack
 
-from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
+from acp_bridge.conversation.queue_states import MessageRecord, MessageState
 from acp_bridge.conversation.records import (
     ConversationRecord,
     ConversationSummary,
     EventRecord,
     FinishedTurn,
-    MessageState,
     StoredMessage,
-    dumps,
-    loads,
 )
 from acp_bridge.conversation.schema import connect
-from acp_bridge.conversation.store_catalog import ConversationChanges, LogEntry
+from acp_bridge.conversation.store_catalog import ConversationCatalog, ConversationChanges, LogEntry
+from acp_bridge.conversation.store_connection import StoreConnection
 from acp_bridge.conversation.store_reads import QueueReads
-from acp_bridge.conversation.store_sql import (
-    as_list,
-    create_private,
-    insert_event,
-    queue_position,
-    touch,
-)
-from acp_bridge.conversation.usage import Usage
-from acp_bridge.errors import (
-    AlreadyRunningError,
-    UnknownConversationError,
-    UnknownMessageError,
-)
+from acp_bridge.conversation.store_rows import StoredRows
+from acp_bridge.conversation.store_sql import create_private
+from acp_bridge.conversation.store_writes import QueueWrites
 
-__all__ = [
-    "BUSY_TIMEOUT_S",
-    "DURABILITIES",
-    "AlreadyRunningError",
-    "ConversationChanges",
-    "ConversationRecord",
-    "ConversationSummary",
-    "Durability",
-    "EventRecord",
-    "FinishedTurn",
-    "LogEntry",
-    "MessageState",
-    "QueueStore",
-    "StoredMessage",
-    "UnknownConversationError",
-    "UnknownMessageError",
-]
+__all__ = ["BUSY_TIMEOUT_S", "DURABILITIES", "Durability", "QueueStore"]
 
 Durability = Literal["process", "power"]
 """What a returned commit survives: a crash of the bridge process, or also a power loss."""
@@ -118,15 +100,22 @@ DURABILITIES: Final[tuple[Durability, ...]] = ("process", "power")
 
 # How long a write waits for another process's write transaction before failing.
 BUSY_TIMEOUT_S: Final = 10.0
-_RETRYABLE: Final = (MessageState.CANCELLED, MessageState.SUPERSEDED, MessageState.FAILED)
 
 
-class QueueStore(QueueReads):
+class QueueStore:
     """Conversations, their message queues and their event logs in one SQLite file.
 
-    The parts: the connection (:mod:`.store_base`), conversations and event logs
-    (:mod:`.store_catalog`), reading the queue (:mod:`.store_reads`), changing it (here), the
-    SQL itself (:mod:`.store_sql`)."""
+    A facade: each method is done by one of the parts listed in the module's text, which share
+    one connection."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str, *, fsync: bool = False) -> None:
+        """Use :meth:`open`. ``fsync``: the connection fsyncs every commit
+        (``synchronous=FULL``)."""
+        self._connection = StoreConnection(conn, path, fsync=fsync)
+        rows = StoredRows(path)
+        self._catalog = ConversationCatalog(self._connection, rows)
+        self._reads = QueueReads(self._connection, rows)
+        self._writes = QueueWrites(self._connection, rows)
 
     @classmethod
     def open(cls, path: Path | str, *, durability: Durability = "process") -> QueueStore:
@@ -146,7 +135,142 @@ class QueueStore(QueueReads):
         fsync = durability == "power"
         return cls(connect(name, busy_timeout_s=BUSY_TIMEOUT_S, fsync=fsync), name, fsync=fsync)
 
-    # -- the queue -------------------------------------------------------------------------------
+    # -- the connection (StoreConnection) ---------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._connection.path
+
+    def close(self) -> None:
+        """Close the connection (the last one to the file checkpoints it). Idempotent."""
+        self._connection.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "OPEN" if self._connection.is_open else "CLOSED"
+        return f"<{type(self).__name__} {self.path} [{state}]>"
+
+    def batch(self, what: str = "commit a batch of changes") -> AbstractContextManager[None]:
+        """Every call of this thread inside the block is one transaction, one commit, all or
+        nothing (:meth:`.StoreConnection.batch`)."""
+        return self._connection.batch(what)
+
+    def commit_now_if_free(self, work: Callable[[], bool]) -> bool:
+        """Run ``work`` in one transaction at once, in this thread, if that cannot wait; False
+        when it would have to (:meth:`.StoreConnection.commit_now_if_free`)."""
+        return self._connection.commit_now_if_free(work)
+
+    # -- conversations and event logs (ConversationCatalog) ---------------------------------------
+
+    def create_conversation(
+        self,
+        conversation_id: str | None = None,
+        *,
+        agent: Mapping[str, Any],
+        cwd: str,
+        mcp_servers: Sequence[Any] = (),
+        additional_directories: Sequence[Any] = (),
+        config: Mapping[str, Any] | None = None,
+        title: str | None = None,
+        now: float,
+    ) -> ConversationRecord:
+        """Store a new conversation (:meth:`.ConversationCatalog.create_conversation`)."""
+        return self._catalog.create_conversation(
+            conversation_id,
+            agent=agent,
+            cwd=cwd,
+            mcp_servers=mcp_servers,
+            additional_directories=additional_directories,
+            config=config,
+            title=title,
+            now=now,
+        )
+
+    def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
+        return self._catalog.get_conversation(conversation_id)
+
+    def latest_conversation(self) -> ConversationRecord | None:
+        """The most recently updated conversation (ties: the one created last)."""
+        return self._catalog.latest_conversation()
+
+    def latest_resumable(
+        self, cwd: str | None, argv: Sequence[str] | None = None
+    ) -> ConversationRecord | None:
+        """The latest conversation in ``cwd`` with agent command ``argv`` that started a
+        session (:meth:`.ConversationCatalog.latest_resumable`)."""
+        return self._catalog.latest_resumable(cwd, argv)
+
+    def list_conversations(self) -> list[ConversationRecord]:
+        """Every conversation, most recently updated first."""
+        return self._catalog.list_conversations()
+
+    def conversation_summaries(self) -> list[ConversationSummary]:
+        """Every conversation with its message counts by state, most recently updated first."""
+        return self._catalog.conversation_summaries()
+
+    def find_conversations(self, prefix: str) -> list[str]:
+        """The ids that start with ``prefix`` (an exact id first, alone), at most 10."""
+        return self._catalog.find_conversations(prefix)
+
+    def delete_conversation(self, conversation_id: str) -> bool:
+        """Delete a conversation, its messages and its events; False when there was none
+        (:meth:`.ConversationCatalog.delete_conversation`)."""
+        return self._catalog.delete_conversation(conversation_id)
+
+    def update_conversation(
+        self, conversation_id: str, *, now: float, **changes: Unpack[ConversationChanges]
+    ) -> ConversationRecord:
+        """Change only the fields given (:meth:`.ConversationCatalog.update_conversation`)."""
+        return self._catalog.update_conversation(conversation_id, now=now, **changes)
+
+    def add_event(
+        self, conversation_id: str, kind: str, data: Any, *, seq: int | None = None, now: float
+    ) -> int:
+        """Append an event; return its id (:meth:`.ConversationCatalog.add_event`)."""
+        return self._catalog.add_event(conversation_id, kind, data, seq=seq, now=now)
+
+    def add_events(self, conversation_id: str, entries: Sequence[LogEntry], *, now: float) -> None:
+        """Append several events in one transaction (one commit, one fsync)."""
+        self._catalog.add_events(conversation_id, entries, now=now)
+
+    def events(
+        self, conversation_id: str, after_id: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        """Events with an id above ``after_id``, oldest first, at most ``limit`` of them."""
+        return self._catalog.events(conversation_id, after_id, limit)
+
+    # -- reading the queue (QueueReads) ------------------------------------------------------------
+
+    def next_queued(self, conversation_id: str) -> StoredMessage | None:
+        """The queued message with the lowest position, or None: an index lookup, never a
+        scan."""
+        return self._reads.next_queued(conversation_id)
+
+    def queued(self, conversation_id: str) -> list[StoredMessage]:
+        """Every queued message in prompt order (:meth:`.QueueReads.queued`)."""
+        return self._reads.queued(conversation_id)
+
+    def messages(
+        self, conversation_id: str, states: Iterable[MessageState | str] | None = None
+    ) -> list[StoredMessage]:
+        """The conversation's messages in seq order, optionally only some states."""
+        return self._reads.messages(conversation_id, states)
+
+    def queue_state(self, conversation_id: str) -> tuple[list[MessageRecord], dict[int, list[Any]]]:
+        """What resuming a conversation's queue needs (:meth:`.QueueReads.queue_state`)."""
+        return self._reads.queue_state(conversation_id)
+
+    def get_message(self, conversation_id: str, seq: int) -> StoredMessage | None:
+        return self._reads.get_message(conversation_id, seq)
+
+    # -- changing the queue (QueueWrites) ----------------------------------------------------------
 
     def add_message(
         self,
@@ -157,40 +281,9 @@ class QueueStore(QueueReads):
         unpause: bool = False,
         now: float,
     ) -> StoredMessage:
-        """Queue a message (committed on return) and return it.
-
-        ``next=True`` puts it ahead of every queued message; ``unpause=True`` also clears the
-        conversation's paused flag in the same transaction (a new send after a stop resumes).
-        """
-        body = dumps(as_list(content))
-        with self._transaction(f"add a message to {conversation_id!r}") as db:
-            self._require(db, conversation_id)
-            seq: int = db.execute(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?",
-                (conversation_id,),
-            ).fetchone()[0]
-            position = queue_position(db, conversation_id, next=next)
-            db.execute(
-                "INSERT INTO messages (conversation_id, seq, position, content, state, created_at)"
-                " VALUES (?, ?, ?, ?, 'queued', ?)",
-                (conversation_id, seq, position, body, now),
-            )
-            touch(db, conversation_id, now, unpause=unpause)
-        # As the row now reads (the content through JSON, as a read gives it), without reading
-        # it back.
-        return StoredMessage(
-            conversation_id=conversation_id,
-            seq=seq,
-            position=position,
-            content=loads(body, list),
-            state=MessageState.QUEUED,
-            stop_reason=None,
-            error=None,
-            recoverable=None,
-            attempts=0,
-            created_at=now,
-            started_at=None,
-            finished_at=None,
+        """Queue a message, committed on return (:meth:`.QueueWrites.add_message`)."""
+        return self._writes.add_message(
+            conversation_id, content, next=next, unpause=unpause, now=now
         )
 
     def mark_running(
@@ -201,32 +294,8 @@ class QueueStore(QueueReads):
         now: float,
         event: tuple[str, Any] | None = None,
     ) -> bool:
-        """queued -> running, counting an attempt. False if the message is no longer queued.
-
-        ``event`` (kind, data) is logged in the same transaction when the message starts: one
-        commit instead of two.
-
-        Raises:
-            AlreadyRunningError: another message of this conversation is running.
-        """
-        with self._transaction(f"start message {seq} of {conversation_id!r}") as db:
-            if self._state(db, conversation_id, seq) != MessageState.QUEUED:
-                return False
-            running = db.execute(
-                "SELECT seq FROM messages WHERE conversation_id = ? AND state = 'running'",
-                (conversation_id,),
-            ).fetchone()
-            if running is not None:
-                raise AlreadyRunningError(self._path, conversation_id, running[0])
-            db.execute(
-                "UPDATE messages SET state = 'running', attempts = attempts + 1, started_at = ?"
-                " WHERE conversation_id = ? AND seq = ?",
-                (now, conversation_id, seq),
-            )
-            touch(db, conversation_id, now)
-            if event is not None:
-                insert_event(db, conversation_id, event, seq, now)
-            return True
+        """queued -> running, counting an attempt (:meth:`.QueueWrites.mark_running`)."""
+        return self._writes.mark_running(conversation_id, seq, now=now, event=event)
 
     def finish(
         self,
@@ -242,128 +311,28 @@ class QueueStore(QueueReads):
         event: tuple[str, Any] | None = None,
         turn: FinishedTurn | None = None,
     ) -> bool:
-        """Move a queued or running message to its final ``state``, once.
-
-        ``log`` entries are written in the same transaction whatever happens (a batch of the
-        turn's entries); ``event`` (kind, data) only when the state changes, after them.
-        ``turn`` (the turn that ran: its reply, usage and cost meter) is recorded only when the
-        state changes, in the same transaction: its usage is added to the message's and the
-        conversation's exactly once.
-
-        False (and nothing changes) when the message is already final. ``done`` needs
-        ``stop_reason``; ``failed`` needs ``error`` and ``recoverable``.
-
-        Raises:
-            ValueError: ``state`` is not a final state, or a required outcome field is missing.
-        """
-        final = MessageState(state)
-        if not final.is_final:
-            raise ValueError(f"{final.value!r} is not a final state")
-        if final is MessageState.DONE and stop_reason is None:
-            raise ValueError("a done message needs its stop_reason")
-        if final is MessageState.FAILED and (error is None or recoverable is None):
-            raise ValueError("a failed message needs error and recoverable")
-        outcome = (final.value, stop_reason, None if error is None else dumps(dict(error)))
-        flag = None if recoverable is None else int(recoverable)
-        with self._transaction(f"finish message {seq} of {conversation_id!r}") as db:
-            for kind, data, entry_seq in log:
-                insert_event(db, conversation_id, (kind, data), entry_seq, now)
-            key = (conversation_id, seq)
-            if turn is None:
-                cursor = db.execute(
-                    "UPDATE messages SET state = ?, stop_reason = ?, error = ?, recoverable = ?,"
-                    " finished_at = ? WHERE conversation_id = ? AND seq = ?"
-                    " AND state IN ('queued', 'running')",
-                    (*outcome, flag, now, *key),
-                )
-            else:  # its reply with it, in the same statement
-                cursor = db.execute(
-                    "UPDATE messages SET state = ?, stop_reason = ?, error = ?, recoverable = ?,"
-                    " finished_at = ?, reply = ?, reply_truncated = ?"
-                    " WHERE conversation_id = ? AND seq = ? AND state IN ('queued', 'running')",
-                    (*outcome, flag, now, turn.reply, int(turn.reply_truncated), *key),
-                )
-            if cursor.rowcount == 0:
-                self._state(db, conversation_id, seq)  # raises if there is no such message
-                return False
-            touch(db, conversation_id, now)
-            if turn is not None:
-                self._record_usage(db, conversation_id, seq, turn)
-            if event is not None:
-                insert_event(db, conversation_id, event, seq, now)
-            return True
+        """Move a queued or running message to its final ``state``, once; False when it already
+        was final (:meth:`.QueueWrites.finish`)."""
+        return self._writes.finish(
+            conversation_id,
+            seq,
+            state,
+            stop_reason=stop_reason,
+            error=error,
+            recoverable=recoverable,
+            now=now,
+            log=log,
+            event=event,
+            turn=turn,
+        )
 
     def requeue(
         self, conversation_id: str, seq: int, *, next: bool, now: float, unpause: bool = False
     ) -> bool:
-        """Queue a cancelled, superseded or failed message again (an explicit retry).
-
-        It goes to the end of the queue, or ahead of every queued message with ``next=True``;
-        ``unpause=True`` also clears the conversation's paused flag in the same transaction (a
-        retry after a stop resumes, as a send does).
-        It keeps its seq, content, attempts and usage (that was spent); its earlier outcome
-        and reply are cleared. False (and
-        nothing changes) when it is queued, running or done.
-        """
-        with self._transaction(f"requeue message {seq} of {conversation_id!r}") as db:
-            if self._state(db, conversation_id, seq) not in _RETRYABLE:
-                return False
-            db.execute(
-                "UPDATE messages SET state = 'queued', position = ?, stop_reason = NULL,"
-                " error = NULL, recoverable = NULL, started_at = NULL, finished_at = NULL,"
-                " reply = NULL, reply_truncated = 0"
-                " WHERE conversation_id = ? AND seq = ?",
-                (queue_position(db, conversation_id, next=next), conversation_id, seq),
-            )
-            touch(db, conversation_id, now, unpause=unpause)
-            return True
+        """Queue a cancelled, superseded or failed message again (:meth:`.QueueWrites.requeue`)."""
+        return self._writes.requeue(conversation_id, seq, next=next, now=now, unpause=unpause)
 
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]:
-        """Fail (recoverable) every message left running by a dead bridge; return their seqs.
-
-        Call it once, from the process that takes over the conversation, before prompting.
-        Idempotent: a second call finds nothing running and returns ``[]``.
-        """
-        error = dumps({**BRIDGE_STOPPED_ERROR, "details": {}})
-        with self._transaction(f"recover {conversation_id!r} after a crash") as db:
-            self._require(db, conversation_id)
-            rows = db.execute(
-                "SELECT seq FROM messages WHERE conversation_id = ? AND state = 'running'"
-                " ORDER BY seq",
-                (conversation_id,),
-            ).fetchall()
-            if rows:
-                db.execute(
-                    "UPDATE messages SET state = 'failed', error = ?, recoverable = 1,"
-                    " finished_at = ? WHERE conversation_id = ? AND state = 'running'",
-                    (error, now, conversation_id),
-                )
-                touch(db, conversation_id, now)
-            return [row[0] for row in rows]
-
-    # -- internals -------------------------------------------------------------------------------
-
-    def _record_usage(
-        self, db: sqlite3.Connection, conversation_id: str, seq: int, turn: FinishedTurn
-    ) -> None:
-        """Add what the turn spent to its message's and its conversation's totals, and store
-        the cost meter after it. A turn that spent nothing and left the meter as it found it
-        changes neither (most turns of an agent that reports no usage)."""
-        if not turn.usage.is_empty:
-            key = (conversation_id, seq)
-            row = db.execute(
-                "SELECT usage FROM messages WHERE conversation_id = ? AND seq = ?", key
-            )
-            spent = self._decode(lambda r: Usage.from_json(loads(r[0], dict)), row.fetchone())
-            db.execute(
-                "UPDATE messages SET usage = ? WHERE conversation_id = ? AND seq = ?",
-                (dumps(spent.plus(turn.usage).to_json()), *key),
-            )
-        elif not turn.meter_changed:
-            return
-        row = db.execute("SELECT usage FROM conversations WHERE id = ?", (conversation_id,))
-        total = self._decode(lambda r: Usage.from_json(loads(r[0], dict)), row.fetchone())
-        totals = {**total.plus(turn.usage).to_json(), "meter": turn.meter.to_json()}
-        db.execute(
-            "UPDATE conversations SET usage = ? WHERE id = ?", (dumps(totals), conversation_id)
-        )
+        """Fail (recoverable) every message left running by a dead bridge; return their seqs
+        (:meth:`.QueueWrites.recover_after_crash`)."""
+        return self._writes.recover_after_crash(conversation_id, now=now)

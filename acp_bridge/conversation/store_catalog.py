@@ -15,7 +15,8 @@ from acp_bridge.conversation.records import (
     dumps,
     event_from_row,
 )
-from acp_bridge.conversation.store_base import StoreBase
+from acp_bridge.conversation.store_connection import StoreConnection
+from acp_bridge.conversation.store_rows import StoredRows
 from acp_bridge.conversation.store_sql import (
     as_list,
     delete_conversation,
@@ -43,8 +44,13 @@ class ConversationChanges(TypedDict, total=False):
     title: str | None
 
 
-class ConversationCatalog(StoreBase):
-    """Conversations and event logs (the queue itself is :class:`~.store.QueueStore`'s)."""
+class ConversationCatalog:
+    """Conversations and event logs (the queue itself is :class:`~.store_reads.QueueReads`'
+    and :class:`~.store_writes.QueueWrites`')."""
+
+    def __init__(self, connection: StoreConnection, rows: StoredRows) -> None:
+        self._connection = connection
+        self._rows = rows
 
     # -- conversations ---------------------------------------------------------------------------
 
@@ -72,21 +78,23 @@ class ConversationCatalog(StoreBase):
             cid, now, now, dumps(dict(agent)), cwd, dumps(as_list(mcp_servers)),
             dumps(as_list(additional_directories)), dumps(dict(config or {})), title,
         )  # fmt: skip
-        with self._transaction(f"create conversation {cid!r}") as db:
+        with self._connection.transaction(f"create conversation {cid!r}") as db:
             if db.execute("SELECT 1 FROM conversations WHERE id = ?", (cid,)).fetchone():
-                raise QueueStoreError(f"{self._path}: conversation {cid!r} already exists")
+                raise QueueStoreError(
+                    f"{self._connection.path}: conversation {cid!r} already exists"
+                )
             db.execute(
                 "INSERT INTO conversations (id, created_at, updated_at, agent, cwd, mcp_servers,"
                 " additional_directories, config, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 row,
             )
-            return self._conversation(db, cid)
+            return self._rows.conversation(db, cid)
 
     def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
-        with self._transaction("read a conversation", write=False) as db:
+        with self._connection.transaction("read a conversation", write=False) as db:
             row = db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,))
             found = row.fetchone()
-            return None if found is None else self._decode(conversation_from_row, found)
+            return None if found is None else self._rows.decode(conversation_from_row, found)
 
     def latest_conversation(self) -> ConversationRecord | None:
         """The most recently updated conversation (ties: the one created last)."""
@@ -99,14 +107,14 @@ class ConversationCatalog(StoreBase):
         """The most recently updated conversation in ``cwd`` (any directory when None) whose
         agent command is ``argv`` (any agent when None) and whose agent started a session (one
         that never got that far has nothing to continue)."""
-        with self._transaction("find a conversation to resume", write=False) as db:
+        with self._connection.transaction("find a conversation to resume", write=False) as db:
             rows = db.execute(
                 "SELECT * FROM conversations WHERE (? IS NULL OR cwd = ?)"
                 " AND session_id IS NOT NULL ORDER BY updated_at DESC, rowid DESC",
                 (cwd, cwd),
             )
             for row in rows:
-                record = self._decode(conversation_from_row, row)
+                record = self._rows.decode(conversation_from_row, row)
                 if argv is None or list(record.agent.get("argv") or []) == list(argv):
                     return record
             return None
@@ -117,17 +125,17 @@ class ConversationCatalog(StoreBase):
 
     def conversation_summaries(self) -> list[ConversationSummary]:
         """Every conversation with its message counts by state, most recently updated first."""
-        with self._transaction("list conversations", write=False) as db:
+        with self._connection.transaction("list conversations", write=False) as db:
             counts = state_counts(db)
             rows = db.execute("SELECT * FROM conversations ORDER BY updated_at DESC, rowid DESC")
             return [
                 ConversationSummary(record, counts.get(record.id, {}))
-                for record in (self._decode(conversation_from_row, row) for row in rows)
+                for record in (self._rows.decode(conversation_from_row, row) for row in rows)
             ]
 
     def find_conversations(self, prefix: str) -> list[str]:
         """The ids that start with ``prefix`` (an exact id first, alone), at most 10."""
-        with self._transaction("find a conversation", write=False) as db:
+        with self._connection.transaction("find a conversation", write=False) as db:
             if db.execute("SELECT 1 FROM conversations WHERE id = ?", (prefix,)).fetchone():
                 return [prefix]
             rows = db.execute(
@@ -139,7 +147,7 @@ class ConversationCatalog(StoreBase):
     def delete_conversation(self, conversation_id: str) -> bool:
         """Delete a conversation, its messages and its events, in one transaction; False when
         there was none. The caller makes sure no process is driving it (see cli/owner.py)."""
-        with self._transaction(f"delete conversation {conversation_id!r}") as db:
+        with self._connection.transaction(f"delete conversation {conversation_id!r}") as db:
             return delete_conversation(db, conversation_id)
 
     def update_conversation(
@@ -152,14 +160,22 @@ class ConversationCatalog(StoreBase):
         values = [encode_change(name, value) for name, value in changes.items()]
         # Column names are the checked keys of ConversationChanges, never free text.
         assignments = "".join(f", {name} = ?" for name in changes)
-        with self._transaction(f"update conversation {conversation_id!r}") as db:
-            self._require(db, conversation_id)
+        with self._connection.transaction(f"update conversation {conversation_id!r}") as db:
+            self._rows.require(db, conversation_id)
             db.execute(
                 f"UPDATE conversations SET updated_at = MAX(updated_at, ?){assignments}"
                 " WHERE id = ?",
                 (now, *values, conversation_id),
             )
-            return self._conversation(db, conversation_id)
+            return self._rows.conversation(db, conversation_id)
+
+    def _list_conversations(self, *, limit: int) -> list[ConversationRecord]:
+        with self._connection.transaction("list conversations", write=False) as db:
+            rows = db.execute(
+                "SELECT * FROM conversations ORDER BY updated_at DESC, rowid DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+            return [self._rows.decode(conversation_from_row, row) for row in rows]
 
     # -- the event log ---------------------------------------------------------------------------
 
@@ -168,17 +184,17 @@ class ConversationCatalog(StoreBase):
     ) -> int:
         """Append an event (``data`` is any JSON value); return its id (increasing)."""
         body = dumps(data)
-        with self._transaction(f"log an event of {conversation_id!r}") as db:
+        with self._connection.transaction(f"log an event of {conversation_id!r}") as db:
             if seq is None:
-                self._require(db, conversation_id)
+                self._rows.require(db, conversation_id)
             else:
-                self._state(db, conversation_id, seq)  # raises if there is no such message
+                self._rows.state(db, conversation_id, seq)  # raises if there is no such message
             return insert_event(db, conversation_id, (kind, data), seq, now, body=body)
 
     def add_events(self, conversation_id: str, entries: Sequence[LogEntry], *, now: float) -> None:
         """Append several events in one transaction (one commit, one fsync)."""
-        with self._transaction(f"log events of {conversation_id!r}") as db:
-            self._require(db, conversation_id)
+        with self._connection.transaction(f"log events of {conversation_id!r}") as db:
+            self._rows.require(db, conversation_id)
             for kind, data, seq in entries:
                 insert_event(db, conversation_id, (kind, data), seq, now)
 
@@ -186,11 +202,11 @@ class ConversationCatalog(StoreBase):
         self, conversation_id: str, after_id: int = 0, limit: int | None = None
     ) -> list[EventRecord]:
         """Events with an id above ``after_id``, oldest first, at most ``limit`` of them."""
-        with self._transaction("read events", write=False) as db:
+        with self._connection.transaction("read events", write=False) as db:
             rows = db.execute(
                 "SELECT * FROM events WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
                 (conversation_id, after_id, -1 if limit is None else limit),
             ).fetchall()
             if not rows:
-                self._require(db, conversation_id)
-            return [self._decode(event_from_row, row) for row in rows]
+                self._rows.require(db, conversation_id)
+            return [self._rows.decode(event_from_row, row) for row in rows]

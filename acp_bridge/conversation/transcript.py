@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from acp_bridge.conversation.usage import CostMeter, TurnUsage, Usage
+from acp_bridge.conversation.usage import CostMeter, TurnUsage, UsageTotals
 
 __all__ = ["REPLY_LIMIT_BYTES", "ReplyText", "TurnRecord"]
 
@@ -88,5 +88,5 @@ class TurnRecord:
     def observe_answer(self, usage: Mapping[str, Any] | None) -> None:
         self.usage.observe_answer(usage)
 
-    def spent(self) -> Usage:
+    def spent(self) -> UsageTotals:
         return self.usage.result()

@@ -48,7 +48,7 @@ __all__ = [
     "TOKEN_FIELDS",
     "CostMeter",
     "TurnUsage",
-    "Usage",
+    "UsageTotals",
 ]
 
 TOKEN_FIELDS: Final = (
@@ -77,10 +77,12 @@ def _amount(value: Any) -> float | None:
 
 
 @record(slots=False)
-class Usage:
-    """Tokens (summed from prompt responses, ACP's field names), cost (summed growth of the
-    session's cumulative cost, by currency) and the latest context snapshot
-    (``{"used", "size"}``, or None before the first ``usage_update``)."""
+class UsageTotals:
+    """What turns spent, accumulated: of one turn, one message (its attempts) or a whole
+    conversation. Tokens (summed from prompt responses, ACP's field names), cost (summed growth
+    of the session's cumulative cost, by currency) and the latest context snapshot
+    (``{"used", "size"}``, or None before the first ``usage_update``). Not the wire's
+    :class:`acp_bridge.wire.acp.Usage`, which is one prompt response's report."""
 
     tokens: Mapping[str, int] = field(default_factory=dict)
     cost: Mapping[str, float] = field(default_factory=dict)
@@ -90,7 +92,7 @@ class Usage:
     def is_empty(self) -> bool:
         return not self.tokens and not self.cost and self.context is None
 
-    def plus(self, later: Usage) -> Usage:
+    def plus(self, later: UsageTotals) -> UsageTotals:
         """This usage followed by ``later``: counts added, the later context kept."""
         tokens = dict(self.tokens)
         for name, value in later.tokens.items():
@@ -99,7 +101,7 @@ class Usage:
         for currency, amount in later.cost.items():
             cost[currency] = round(cost.get(currency, 0.0) + amount, COST_DIGITS)
         context = later.context if later.context is not None else self.context
-        return Usage(tokens, cost, context)
+        return UsageTotals(tokens, cost, context)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -112,7 +114,7 @@ class Usage:
         return data
 
     @classmethod
-    def from_json(cls, data: Any) -> Usage:
+    def from_json(cls, data: Any) -> UsageTotals:
         """Read :meth:`to_json` back; what is not understood is left out."""
         if not isinstance(data, Mapping):
             return cls()
@@ -230,5 +232,5 @@ class TurnUsage:
             if count is not None:
                 self._tokens[name] = self._tokens.get(name, 0) + count
 
-    def result(self) -> Usage:
-        return Usage(dict(self._tokens), dict(self._cost), self._context)
+    def result(self) -> UsageTotals:
+        return UsageTotals(dict(self._tokens), dict(self._cost), self._context)

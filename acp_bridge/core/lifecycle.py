@@ -18,7 +18,7 @@ check the state, and if it is not the one they need, they wait and check again. 
 kept in a swapped event, so a caller that started waiting during generation 2 is woken when
 generation 2 dies before ``initialize`` and again when generation 3 becomes ready.
 
-Transitions (state, event) -> (state, actions)::
+Transitions (state, event) -> (state, actions); :data:`TRANSITIONS` holds them as data::
 
     STARTING    GenerationReady(n)      -> READY
     STARTING    GenerationEnding(n)     -> RESTARTING
@@ -42,13 +42,14 @@ performer, never something to ignore.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from acp_bridge.errors import LocalProtocolError
 from acp_bridge.process.policy import Decision, ExitRecord, GiveUp, Restart
 from acp_bridge.record import record
 
 __all__ = [
+    "TRANSITIONS",
     "AgentLifecycle",
     "AgentPhase",
     "DelayElapsed",
@@ -56,7 +57,6 @@ __all__ = [
     "GenerationEnding",
     "GenerationExited",
     "GenerationReady",
-    "GiveUpNow",
     "LifecycleAction",
     "LifecycleInput",
     "ReportExit",
@@ -163,20 +163,15 @@ class StartAfter:
 
 
 @record
-class GiveUpNow:
-    """The restart policy gave up: calls fail with its reason until a revive."""
-
-    decision: GiveUp
-
-
-@record
 class FailFirstStart:
     """The very first process never became ready: the opener hears it, nothing restarts."""
 
     record: ExitRecord
 
 
-LifecycleAction = StartGeneration | ReportExit | StartAfter | GiveUpNow | FailFirstStart
+LifecycleAction = StartGeneration | ReportExit | StartAfter | GiveUp | FailFirstStart
+"""The restart policy's :class:`GiveUp` is itself the action when it gives up: calls fail with
+its reason until a revive."""
 
 
 class AgentLifecycle:
@@ -201,47 +196,53 @@ class AgentLifecycle:
         return self._exits
 
     def handle(self, event: LifecycleInput) -> list[LifecycleAction]:
-        state = self.state
-        if isinstance(event, ShutdownRequested):
-            self.state = AgentPhase.CLOSED
-            return []
-        if isinstance(event, ReviveRequested):
-            if state is AgentPhase.GAVE_UP:
-                return self._start_next()
-            return []  # nothing to revive: running, restarting or closed
-        if isinstance(event, GenerationReady):
-            self._check_current(event.number)
-            if state is AgentPhase.STARTING:
-                self.state = AgentPhase.READY
-                self._ever_ready = True
-                return []
-            if state is AgentPhase.CLOSED:
-                return []
-            raise self._no_transition(event)
-        if isinstance(event, GenerationEnding):
-            self._check_current(event.number)
-            if state in (AgentPhase.STARTING, AgentPhase.READY):
-                self.state = AgentPhase.RESTARTING
-                return []
-            if state in (AgentPhase.RESTARTING, AgentPhase.CLOSED):
-                return []  # already known to be going away
-            raise self._no_transition(event)
-        if isinstance(event, GenerationExited):
-            self._check_current(event.number)
-            return self._exited(event)
-        # DelayElapsed
-        self._check_current(event.number)
-        if state is AgentPhase.CLOSED:
-            return []
-        if state is AgentPhase.RESTARTING and event.number in self._exits:
-            return self._start_next()
-        raise self._no_transition(event)
+        """Take ``event`` by :data:`TRANSITIONS`; the actions to perform, in order.
 
-    def _exited(self, event: GenerationExited) -> list[LifecycleAction]:
-        if self.state is AgentPhase.CLOSED:
-            return [self._remember(event.record, will_restart=False, closing=True)]
-        if self.state not in (AgentPhase.STARTING, AgentPhase.READY, AgentPhase.RESTARTING):
+        Raises:
+            LocalProtocolError: no transition from the current state on this event, or the
+                event names another generation than the current one (a performer's bug).
+        """
+        number = getattr(event, "number", None)
+        if number is not None:
+            self._check_current(number)
+        step = TRANSITIONS.get((self.state, type(event)))
+        if step is None:
             raise self._no_transition(event)
+        return step(self, event)
+
+    # -- the steps of the table (each takes the event it is listed for) ----------------------
+
+    def _nothing(self, event: LifecycleInput) -> list[LifecycleAction]:
+        return []
+
+    def _close(self, event: LifecycleInput) -> list[LifecycleAction]:
+        self.state = AgentPhase.CLOSED
+        return []
+
+    def _ready(self, event: LifecycleInput) -> list[LifecycleAction]:
+        self.state = AgentPhase.READY
+        self._ever_ready = True
+        return []
+
+    def _going_away(self, event: LifecycleInput) -> list[LifecycleAction]:
+        self.state = AgentPhase.RESTARTING
+        return []
+
+    def _revive(self, event: LifecycleInput) -> list[LifecycleAction]:
+        return self._start_next()
+
+    def _delay_elapsed(self, event: LifecycleInput) -> list[LifecycleAction]:
+        assert isinstance(event, DelayElapsed)
+        if event.number not in self._exits:  # no exit, no delay: nothing to wait out
+            raise self._no_transition(event)
+        return self._start_next()
+
+    def _closed_exit(self, event: LifecycleInput) -> list[LifecycleAction]:
+        assert isinstance(event, GenerationExited)
+        return [self._remember(event.record, will_restart=False, closing=True)]
+
+    def _exited(self, event: LifecycleInput) -> list[LifecycleAction]:
+        assert isinstance(event, GenerationExited)
         if event.number in self._exits:
             raise self._no_transition(event)  # one exit per generation
         self.state = AgentPhase.RESTARTING
@@ -258,7 +259,7 @@ class AgentLifecycle:
         self.state = AgentPhase.GAVE_UP
         self.gave_up = decision
         report = self._remember(event.record, will_restart=False, closing=False)
-        return [report, GiveUpNow(decision)]
+        return [report, decision]
 
     def _start_next(self) -> list[LifecycleAction]:
         if self.state is AgentPhase.GAVE_UP:
@@ -286,3 +287,34 @@ class AgentLifecycle:
         return LocalProtocolError(
             f"agent lifecycle: no transition from {self.state.value} on {event!r}"
         )
+
+
+_Step = Callable[[AgentLifecycle, LifecycleInput], list[LifecycleAction]]
+_STARTING, _READY, _RESTARTING, _GAVE_UP, _CLOSED = (
+    AgentPhase.STARTING,
+    AgentPhase.READY,
+    AgentPhase.RESTARTING,
+    AgentPhase.GAVE_UP,
+    AgentPhase.CLOSED,
+)
+_NOTHING, _EXITED = AgentLifecycle._nothing, AgentLifecycle._exited
+
+TRANSITIONS: Mapping[tuple[AgentPhase, type[LifecycleInput]], _Step] = {
+    **{(state, ShutdownRequested): AgentLifecycle._close for state in AgentPhase},
+    **{(state, ReviveRequested): _NOTHING for state in AgentPhase if state is not _GAVE_UP},
+    (_GAVE_UP, ReviveRequested): AgentLifecycle._revive,
+    (_STARTING, GenerationReady): AgentLifecycle._ready,
+    (_CLOSED, GenerationReady): _NOTHING,
+    (_STARTING, GenerationEnding): AgentLifecycle._going_away,
+    (_READY, GenerationEnding): AgentLifecycle._going_away,
+    (_RESTARTING, GenerationEnding): _NOTHING,  # already known to be going away
+    (_CLOSED, GenerationEnding): _NOTHING,
+    (_STARTING, GenerationExited): _EXITED,
+    (_READY, GenerationExited): _EXITED,
+    (_RESTARTING, GenerationExited): _EXITED,
+    (_CLOSED, GenerationExited): AgentLifecycle._closed_exit,
+    (_RESTARTING, DelayElapsed): AgentLifecycle._delay_elapsed,
+    (_CLOSED, DelayElapsed): _NOTHING,
+}
+"""The machine as data: (state, event type) -> the step that takes it. A pair that is not
+here has no transition: :meth:`AgentLifecycle.handle` raises for it."""

@@ -76,6 +76,32 @@ class ExitRecord:
     stderr_tail: str = ""
     ordered: bool = False
 
+    @classmethod
+    def of_process(
+        cls,
+        at_s: float,
+        uptime_s: float,
+        status: int | None,
+        reason: str,
+        stderr_tail: str = "",
+        *,
+        ordered: bool = False,
+    ) -> ExitRecord:
+        """The record of a process whose wait status Python reported as ``status`` (negative:
+        killed by that signal; None: it did not exit, or nobody saw it). The one place a
+        returncode becomes ``returncode`` and ``signal``: never both, and a signal's number is
+        never passed off as an exit code."""
+        killed = status is not None and status < 0
+        return cls(
+            at_s,
+            uptime_s,
+            None if status is None or killed else status,
+            -status if status is not None and killed else None,
+            reason,
+            stderr_tail,
+            ordered,
+        )
+
     def __post_init__(self) -> None:
         if not math.isfinite(self.at_s):
             raise ValueError(f"at_s must be finite, not {self.at_s!r}")

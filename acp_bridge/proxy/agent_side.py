@@ -4,9 +4,12 @@ The hot path: a read's plain notifications (a turn's ``session/update`` lines, r
 their prefix and never parsed) go to the editor together, in one write; anything else first
 flushes what was gathered, so the order is kept. Responses end the editor's requests (a
 prompt's answer lets the next queued prompt go), answer the bridge's own requests, or are
-dropped when nobody waits for them; the agent's requests reach the editor (under a fresh id
-when theirs is still in use there). A generation being restored has its ``session/update``
-lines swallowed (a ``session/load`` replay); a fenced one has nothing forwarded.
+dropped when nobody waits for them. The agent's requests reach the editor under an id the
+proxy owns (see :mod:`.routing`), and the agent's ``$/cancel_request`` for one of them is
+translated to that id. An error answer with a null id (the agent could not read a line) goes
+to the editor: only the editor's lines can be unreadable. A generation being restored has its
+``session/update`` lines swallowed (a ``session/load`` replay); a fenced one has nothing
+forwarded.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ import anyio
 from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
 from acp_bridge.proxy import answers
 from acp_bridge.proxy.editor_link import EditorLink
-from acp_bridge.proxy.frames import UPDATE_PREFIXES, Frame, FrameKind, parse_line
-from acp_bridge.proxy.generation import Generation
+from acp_bridge.proxy.frames import UPDATE_PREFIXES, Frame, FrameKind, parse_line, with_id
+from acp_bridge.proxy.generation import RelayGeneration
 from acp_bridge.proxy.lines import BatchLineReader
-from acp_bridge.proxy.registry import SessionRegistry
-from acp_bridge.proxy.routing import AgentRequests, EditorRequests
+from acp_bridge.proxy.registry import EditorSessions
+from acp_bridge.proxy.routing import CANCEL_REQUEST, AgentRequests, EditorRequests
 from acp_bridge.proxy.turns import PromptTurns, TurnsAction
 
 __all__ = ["AgentSide"]
@@ -39,7 +42,7 @@ class AgentSide:
         agent_name: str,
         editor: EditorLink,
         turns: PromptTurns,
-        registry: SessionRegistry,
+        registry: EditorSessions,
         editor_requests: EditorRequests,
         agent_requests: AgentRequests,
         *,
@@ -55,7 +58,7 @@ class AgentSide:
         self._perform = perform
         self._max_line_bytes = max_line_bytes
 
-    async def read(self, gen: Generation) -> None:
+    async def read(self, gen: RelayGeneration) -> None:
         reader = BatchLineReader(
             gen.process.stdout,
             max_line_bytes=self._max_line_bytes,
@@ -101,11 +104,17 @@ class AgentSide:
             if gathered:
                 await self._editor.forward_batch(gen, gathered)
 
-    async def _from_agent(self, gen: Generation, frame: Frame) -> None:
+    async def _from_agent(self, gen: RelayGeneration, frame: Frame) -> None:
         kind = frame.kind
         if kind is FrameKind.NOTIFICATION:
             if gen.restoring and frame.method == "session/update":
                 return  # a session/load replay: the editor has this history already
+            if frame.method == CANCEL_REQUEST:  # the agent gives up one of its own requests
+                asked = frame.params.get("requestId")
+                editor_id = self._agent_requests.editor_id(gen.number, asked)
+                if editor_id is not None:
+                    await self._editor.send(answers.cancel_request(editor_id))
+                return
             await self._editor.forward(gen, frame.line)
         elif kind is FrameKind.RESPONSE:
             if not gen.take_own_reply(frame):
@@ -117,19 +126,20 @@ class AgentSide:
                 await gen.send(answers.error_answer(frame.id, answers.INTERNAL_ERROR, message))
                 return
             pending = self._agent_requests.add(gen.number, frame.id, frame.method)
-            line = frame.line
-            if pending.rewritten:
-                assert frame.message is not None
-                line = _dumps({**frame.message, "id": pending.editor_id})
-            await self._editor.forward(gen, line)
+            await self._editor.forward(gen, with_id(frame, pending.editor_id))
         elif kind is FrameKind.BATCH:
             await self._editor.forward(gen, frame.line)
         else:
             log.warning("%s wrote a line that is not a JSON-RPC message; skipped", self._agent_name)
 
-    async def _agent_answered(self, gen: Generation, frame: Frame) -> None:
+    async def _agent_answered(self, gen: RelayGeneration, frame: Frame) -> None:
         request = self._editor_requests.take(frame.key)
         if request is None:
+            if frame.id is None:
+                # An error about a line the agent could not read (-32700, -32600): ours are
+                # always valid requests, so it is about one of the editor's.
+                await self._editor.forward(gen, frame.line)
+                return
             log.info("%s answered an id nobody is waiting for; dropped", self._agent_name)
             return
         actions: list[TurnsAction] = []

@@ -1,8 +1,9 @@
 """The messages the proxy writes to the editor itself. Pure.
 
-Error codes: -32603 for a request cut by the agent's exit or refused because the agent is gone
-for good; -32002 (resource not found) for a session that was lost in a restart; -32000..-32099
-is ACP's range, so nothing here claims a code with another meaning.
+Error codes: -32600 for a request whose id is already in flight; -32603 for a request cut by
+the agent's exit or refused because the agent is gone for good; -32002 (resource not found) for
+a session that was lost in a restart; -32000..-32099 is ACP's range, so nothing here claims a
+code with another meaning.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from acp_bridge.process.policy import ExitRecord
 __all__ = [
     "cancel_request",
     "cancelled_answer",
+    "duplicate_id_error",
     "error_answer",
     "exit_error",
     "gone_error",
@@ -22,6 +24,7 @@ __all__ = [
 ]
 
 LOST_SESSION_CODE = -32002
+INVALID_REQUEST = -32600
 INTERNAL_ERROR = -32603
 _STDERR_LINES = 10
 
@@ -38,6 +41,16 @@ def cancel_request(request_id: Any) -> bytes:
     return b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%s}}' % _dumps(
         request_id
     )
+
+
+def duplicate_id_error(request_id: Any) -> bytes:
+    """The editor sent a request under an id that is still in flight: it is not forwarded (two
+    answers with one id could not be told apart), and the earlier request is not touched."""
+    message = (
+        f"Invalid Request: id {json.dumps(request_id)} is already in flight; "
+        "send each request under an id of its own"
+    )
+    return error_answer(request_id, INVALID_REQUEST, message, {"duplicateId": request_id})
 
 
 def error_answer(request_id: Any, code: int, message: str, data: Any = None) -> bytes:

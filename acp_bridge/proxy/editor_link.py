@@ -19,7 +19,7 @@ from anyio.abc import ByteSendStream
 
 from acp_bridge.errors import ConnectionClosedError, ResourceClosedError
 from acp_bridge.proxy.frames import Frame, FrameKind
-from acp_bridge.proxy.generation import Generation
+from acp_bridge.proxy.generation import RelayGeneration
 from acp_bridge.proxy.recorder import Recorder
 from acp_bridge.rpc.framing import LineWriter
 
@@ -55,12 +55,12 @@ class EditorLink:
             self.recorder.message("bridge->editor", line, valid=True)
         await self._write(line + b"\n")
 
-    async def forward(self, gen: Generation, line: bytes) -> None:
+    async def forward(self, gen: RelayGeneration, line: bytes) -> None:
         """Forward a line of ``gen`` unless it is fenced."""
         if gen.alive:  # the fence: checked right before the write, with no await between
             await self.send(line)
 
-    async def forward_batch(self, gen: Generation, lines: list[bytes]) -> None:
+    async def forward_batch(self, gen: RelayGeneration, lines: list[bytes]) -> None:
         """Forward several lines of ``gen`` in one write unless it is fenced."""
         if not gen.alive:
             return

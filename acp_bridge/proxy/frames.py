@@ -12,10 +12,19 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["UPDATE_PREFIXES", "Frame", "FrameKind", "IdKey", "id_key", "parse_line"]
+__all__ = [
+    "UPDATE_PREFIXES",
+    "Frame",
+    "FrameKind",
+    "IdKey",
+    "id_key",
+    "parse_line",
+    "with_id",
+]
 
 IdKey = str
 """A JSON-RPC id as a dictionary key: its type and value (``1``, ``1.0``, ``"1"`` differ)."""
@@ -81,6 +90,21 @@ class Frame:
         result = self.result
         reason = result.get("stopReason") if isinstance(result, dict) else None
         return reason if isinstance(reason, str) else None
+
+
+def with_id(frame: Frame, new_id: Any) -> bytes:
+    """``frame``'s line with its id replaced by ``new_id``, every other byte as it came. The
+    id member is found in the line's bytes (exactly one ``"id":<the id>`` must match); a line
+    where that is ambiguous is re-serialized instead."""
+    assert frame.message is not None
+    old = json.dumps(frame.message.get("id"), ensure_ascii=False).encode()
+    pattern = re.compile(rb'"id"(\s*):(\s*)' + re.escape(old) + rb"(?=\s*[,}])")
+    new = json.dumps(new_id, ensure_ascii=False).encode()
+    found = pattern.findall(frame.line)
+    if len(found) == 1:
+        return pattern.sub(lambda m: b'"id"' + m[1] + b":" + m[2] + new, frame.line)
+    message = {**frame.message, "id": new_id}
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def id_key(value: Any) -> IdKey:

@@ -26,7 +26,7 @@ from acp_bridge.proxy.frames import Frame, IdKey, id_key
 from acp_bridge.proxy.routing import OWN_ID_PREFIX
 from acp_bridge.rpc.framing import LineWriter
 
-__all__ = ["Generation", "GenerationEnded"]
+__all__ = ["GenerationEnded", "RelayGeneration"]
 
 _own_ids = itertools.count(1)
 
@@ -41,7 +41,7 @@ class _OwnCall:
         self.reply: Frame | None = None
 
 
-class Generation:
+class RelayGeneration:
     def __init__(
         self,
         number: int,
@@ -64,7 +64,7 @@ class Generation:
         self._own: dict[IdKey, _OwnCall] = {}
 
     def __repr__(self) -> str:
-        return f"<Generation {self.number} pid={self.process.pid} end={self.end_reason!r}>"
+        return f"<RelayGeneration {self.number} pid={self.process.pid} end={self.end_reason!r}>"
 
     @property
     def alive(self) -> bool:

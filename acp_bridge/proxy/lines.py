@@ -4,9 +4,11 @@
 complete line a read brought, so that a burst of ten thousand updates is forwarded with a few
 large writes instead of ten thousand small ones (each of which would wake the editor).
 
-Bounds: one read is at most ``READ_BYTES``; an unfinished line is kept up to ``max_line_bytes``,
-past which :class:`~acp_bridge.errors.FramingError` is raised (the stream cannot be
-resynchronised, the caller treats it as broken).
+The lines are cut by the I/O-free :class:`~acp_bridge.rpc.splitter.LineSplitter`. Bounds: one
+read is at most ``READ_BYTES``; an unfinished line is kept up to ``max_line_bytes``. The policy at
+the cap: a line over it (finished or not) raises :class:`~acp_bridge.errors.FramingError` once the
+lines before it were returned (the stream cannot be resynchronised; the caller treats it as
+broken).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Final
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
+from acp_bridge.errors import ConnectionClosedError, ResourceClosedError
 from acp_bridge.proxy.frames import UPDATE_PREFIXES
+from acp_bridge.rpc.splitter import LineSplitter
 
 __all__ = ["BatchLineReader"]
 
@@ -48,15 +51,15 @@ class BatchLineReader:
         self, stream: ByteReceiveStream, *, max_line_bytes: int, coalesce_updates: bool = False
     ) -> None:
         self._stream = stream
-        self._max = max_line_bytes
         # A run of complete lines that all start like a session/update (a burst of a turn's
         # updates) is returned as one item, still newline-separated: the relay forwards it in
         # one piece instead of splitting and joining thousands of lines. Off when each line
         # must be seen alone (recording).
-        self._coalesce_updates = coalesce_updates
-        self._partial: list[bytes] = []
-        self._partial_len = 0
+        self._splitter = LineSplitter(
+            max_line_bytes, keep_whole=_all_updates if coalesce_updates else None
+        )
         self._at_eof = False
+        self._too_long = False  # a line over the cap came: raised after the lines before it
         self.unterminated = False
         """The last batch is a line cut short by EOF (no newline): a writer that died mid-line
         leaves one, so it must be checked in full, never taken by its prefix."""
@@ -69,65 +72,29 @@ class BatchLineReader:
 
         Raises:
             anyio.EndOfStream: the stream ended and every line was returned.
-            FramingError: a line is longer than the cap.
+            FramingError: a line is longer than the cap (and every line before it was returned).
             ConnectionClosedError: the other side broke the stream.
             ResourceClosedError: we closed it ourselves.
         """
+        splitter = self._splitter
         while True:
+            if self._too_long:
+                raise splitter.too_long_error()
             if self._at_eof:
                 raise anyio.EndOfStream
             try:
                 chunk = await self._stream.receive(READ_BYTES)
             except anyio.EndOfStream:
                 self._at_eof = True
-                if self._partial_len:
+                last = splitter.end()
+                if last is not None:
                     self.unterminated = True
-                    return [self._take(b"")]
+                    return [last]
                 raise
             except anyio.BrokenResourceError as exc:
                 raise ConnectionClosedError("the peer broke the stream") from exc
             except anyio.ClosedResourceError as exc:
                 raise ResourceClosedError("the stream was already closed") from exc
-            lines = self._split(chunk)
+            lines, self._too_long = splitter.feed_until_too_long(chunk)
             if lines:
                 return lines
-
-    def _split(self, chunk: bytes) -> list[bytes]:
-        first = chunk.find(b"\n")
-        if first < 0:
-            self._partial.append(chunk)
-            self._partial_len += len(chunk)
-            self._check(self._partial_len)
-            return []
-        last = chunk.rfind(b"\n")
-        lines = [self._take(chunk[:first])]
-        if last > first:
-            middle = chunk[first + 1 : last]
-            if len(middle) > self._max:  # only then can one of them be too long
-                for piece in middle.split(b"\n"):
-                    self._check(len(piece))
-            if self._coalesce_updates and _all_updates(middle):
-                lines.append(middle)  # a block of update lines, forwarded as it came
-            else:
-                lines += middle.split(b"\n")
-        rest = chunk[last + 1 :]
-        if rest:
-            self._partial.append(rest)
-            self._partial_len = len(rest)
-            self._check(self._partial_len)
-        return lines
-
-    def _take(self, tail: bytes) -> bytes:
-        if not self._partial:
-            self._check(len(tail))
-            return tail
-        self._partial.append(tail)
-        line = b"".join(self._partial)
-        self._partial.clear()
-        self._partial_len = 0
-        self._check(len(line))
-        return line
-
-    def _check(self, size: int) -> None:
-        if size > self._max:
-            raise FramingError(f"line longer than the {self._max}-byte cap", fatal=True)

@@ -25,10 +25,10 @@ from anyio.abc import TaskGroup
 from acp_bridge.proxy import answers
 from acp_bridge.proxy.editor_link import EditorLink
 from acp_bridge.proxy.frames import IdKey
-from acp_bridge.proxy.generation import Generation
-from acp_bridge.proxy.registry import SessionRegistry
+from acp_bridge.proxy.generation import RelayGeneration
+from acp_bridge.proxy.registry import EditorSessions
 from acp_bridge.proxy.routing import EditorRequests, PendingEditorRequest
-from acp_bridge.proxy.supervision import AgentSupervisor
+from acp_bridge.proxy.supervision import RelayLifetime
 from acp_bridge.proxy.turns import (
     AnswerCancelled,
     ArmGraceTimer,
@@ -49,10 +49,10 @@ class PromptFlow:
     def __init__(
         self,
         agent_name: str,
-        agents: AgentSupervisor,
+        agents: RelayLifetime,
         editor: EditorLink,
         turns: PromptTurns,
-        registry: SessionRegistry,
+        registry: EditorSessions,
         editor_requests: EditorRequests,
         *,
         grace_s: float,
@@ -74,7 +74,7 @@ class PromptFlow:
         """The editor sent ``session/prompt``: forwarded now, or queued behind its session's."""
         await self.perform(self._turns.prompt(prompt, anyio.current_time()))
 
-    async def cancel(self, gen: Generation, session_id: str, line: bytes) -> None:
+    async def cancel(self, gen: RelayGeneration, session_id: str, line: bytes) -> None:
         """The editor sent ``session/cancel``: it goes to the agent as it came."""
         actions = self._turns.cancel(session_id, anyio.current_time())
         await gen.send(line)
@@ -92,7 +92,7 @@ class PromptFlow:
     async def perform(self, actions: Sequence[TurnsAction]) -> None:
         # Bookkeeping first, with no await in between, then the writes: a generation that
         # ends meanwhile must find the tables as the actions left them.
-        writes: list[tuple[Generation | None, bytes, QueuedPrompt | None]] = []
+        writes: list[tuple[RelayGeneration | None, bytes, QueuedPrompt | None]] = []
         no_agent: list[QueuedPrompt] = []
         for action in actions:
             if isinstance(action, ForwardPrompt):

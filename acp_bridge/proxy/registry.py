@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SETTINGS_METHODS", "RestoreStep", "SessionRecord", "SessionRegistry"]
+__all__ = ["SETTINGS_METHODS", "EditorSessions", "RestoreStep", "SessionRecord"]
 
 MAX_SESSIONS = 1024
 SETTINGS_METHODS = frozenset({"session/set_mode", "session/set_config_option"})
@@ -55,7 +55,10 @@ class RestoreStep:
     """The editor's choices to apply again once restored: (method, params), in order."""
 
 
-class SessionRegistry:
+class EditorSessions:
+    """The editor's sessions as the proxy must remember them to restore them (the library's
+    open sessions are :class:`~acp_bridge.client.session_registry.SessionRegistry`'s)."""
+
     def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
         self.initialize_params: dict[str, Any] | None = None
         self.authenticate_params: dict[str, Any] | None = None

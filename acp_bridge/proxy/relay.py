@@ -1,10 +1,11 @@
 """The proxy's I/O: editor <-> agent relay with restarts, prompt queueing and cancel grace.
 
 Tasks (one task group): the editor reader and its dispatcher, the editor writer
-(:mod:`.editor_link`), the supervisor (:mod:`.supervision`: one agent process at a time, a
-:class:`~.generation.Generation` with its writer, exit watcher and reader, :mod:`.agent_side`),
-and a timer per armed cancel grace (:mod:`.prompt_flow`). Every decision is taken by a pure
-part (:class:`~acp_bridge.core.lifecycle.AgentLifecycle` and the restart policy for the agent,
+(:mod:`.editor_link`), the core supervisor with the proxy's kind of generation
+(:mod:`.supervision`: one agent process at a time, a :class:`~.generation.RelayGeneration`
+with its writer, exit watcher and reader, :mod:`.agent_side`), and a timer per armed cancel
+grace (:mod:`.prompt_flow`). Every decision is taken by a pure part
+(:class:`~acp_bridge.core.lifecycle.AgentLifecycle` and the restart policy for the agent,
 :class:`~.turns.PromptTurns` for prompts, :mod:`.routing` for ids, :mod:`.registry` for
 sessions); this module performs it (the prompts' decisions through :mod:`.prompt_flow`). State
 changes happen between awaits, so no decision sees a half-made change. While an agent
@@ -28,20 +29,26 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from acp_bridge.core.restore_plan import RestoreBudget
 from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.proxy import answers
 from acp_bridge.proxy.agent_side import AgentSide
 from acp_bridge.proxy.editor_link import EditorLink
-from acp_bridge.proxy.frames import Frame, FrameKind, IdKey, id_key, parse_line
-from acp_bridge.proxy.generation import Generation
+from acp_bridge.proxy.frames import Frame, FrameKind, IdKey, id_key, parse_line, with_id
+from acp_bridge.proxy.generation import RelayGeneration
 from acp_bridge.proxy.prompt_flow import PromptFlow
 from acp_bridge.proxy.recorder import Recorder
-from acp_bridge.proxy.registry import SETTINGS_METHODS, SessionRegistry
+from acp_bridge.proxy.registry import SETTINGS_METHODS, EditorSessions
 from acp_bridge.proxy.restore import restore_sessions
-from acp_bridge.proxy.routing import AgentRequests, EditorRequests, PendingEditorRequest
-from acp_bridge.proxy.supervision import AgentGone, AgentSupervisor
+from acp_bridge.proxy.routing import (
+    MAX_IN_FLIGHT,
+    AgentRequests,
+    EditorRequests,
+    PendingEditorRequest,
+)
+from acp_bridge.proxy.supervision import AgentGone, RelayLifetime
 from acp_bridge.proxy.turns import PromptTurns, QueuedPrompt
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader
 
@@ -76,9 +83,14 @@ class ProxyOptions:
     grace_s: float = 5.0
     queueing: bool = True
     startup_timeout_s: float = 60.0
-    """Bound on re-initialize + restore of a restarted agent (a slower one counts as a crash)."""
+    """Bound on re-initializing a restarted agent (a slower one counts as a crash)."""
+    restore: RestoreBudget = field(default_factory=RestoreBudget)
+    """Each session's restore budget and how many restore at once (the core's restore plan)."""
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     policy: RestartPolicy = field(default_factory=RestartPolicy)
+    max_in_flight: int = MAX_IN_FLIGHT
+    """Requests in flight each way (editor to agent, agent to editor); past it a request is
+    answered at once with an error instead of being forwarded."""
 
 
 class ProxyRelay:
@@ -97,17 +109,17 @@ class ProxyRelay:
         self._options = options or ProxyOptions()
         self._editor_in = editor_in
         self._editor = EditorLink(editor_out, recorder, self.stop)
-        self._agents = AgentSupervisor(
+        self._agents = RelayLifetime(
             spec,
             self._options.policy,
             self,
             base_env=base_env,
             stderr_forward=stderr_forward,
         )
-        self._registry = SessionRegistry()
+        self._registry = EditorSessions()
         self._turns = PromptTurns(self._options.grace_s, queueing=self._options.queueing)
-        self._editor_requests = EditorRequests()
-        self._agent_requests = AgentRequests()
+        self._editor_requests = EditorRequests(self._options.max_in_flight)
+        self._agent_requests = AgentRequests(self._options.max_in_flight)
         self._prompts = PromptFlow(
             spec.name,
             self._agents,
@@ -243,16 +255,28 @@ class ProxyRelay:
                 assert session_id is not None
                 await self._editor.send(answers.lost_session_error(frame.id, session_id, lost))
             return  # a notification about a lost session has nobody to go to
+        answerable = frame.kind is FrameKind.REQUEST or (
+            frame.kind is FrameKind.INVALID and frame.message is not None and "id" in frame.message
+        )
+        if answerable and self._in_flight(frame.key):
+            await self._editor.send(answers.duplicate_id_error(frame.id))
+            return
         if frame.kind is not FrameKind.REQUEST:
             if frame.method == "session/cancel" and session_id is not None:
                 await self._prompts.cancel(gen, session_id, frame.line)
                 return
+            if answerable:  # a malformed request: the agent's error answer goes back to it
+                self._editor_requests.add(PendingEditorRequest(frame.id, "", None, gen.number, {}))
             # notifications, batches, invalid lines: the agent answers those as it likes
             await self._to_agent(gen, frame.line, valid=frame.kind is not FrameKind.INVALID)
             return
         assert frame.method is not None
         if self._editor_requests.is_full:
-            message = "too many requests in flight"
+            message = (
+                f"too many requests in flight: {self._options.max_in_flight} are waiting for "
+                f"{self._name}'s answers (proxy --max-in-flight); send this again once some "
+                "are answered"
+            )
             await self._editor.send(answers.error_answer(frame.id, answers.INTERNAL_ERROR, message))
             return
         if frame.method == "session/prompt" and session_id is not None:
@@ -265,46 +289,66 @@ class ProxyRelay:
         await self._to_agent(gen, frame.line)
 
     async def _editor_answered(self, frame: Frame) -> None:
-        request = self._agent_requests.take(frame.key)
+        key = frame.key
+        request = self._agent_requests.take(key)
         gen = self._agents.generation
         if request is None:
-            log.debug("dropped the editor's answer to a request of a stopped agent")
+            if self._agent_requests.is_orphan(key):
+                log.info("dropped the editor's late answer to a request of a stopped agent")
+            else:
+                log.warning("dropped the editor's answer to id %s: no request has it", frame.id)
             return
         if gen is None or gen.number != request.generation:
-            return
-        line = frame.line
-        if request.rewritten:
-            assert frame.message is not None
-            line = _dumps({**frame.message, "id": request.agent_id})
-        await self._to_agent(gen, line)
+            return  # asked by a process that is gone since (its orphaning raced this answer)
+        await self._to_agent(gen, with_id(frame, request.agent_id))
+
+    def _in_flight(self, key: IdKey) -> bool:
+        """An editor request with this id is not answered yet (forwarded, queued, or cut by an
+        exit and waiting for the restore)."""
+        return (
+            key in self._editor_requests
+            or self._turns.holds(key)
+            or any(id_key(request.id) == key for request in self._cut)
+        )
 
     # -- the agent side ----------------------------------------------------------------------
 
-    async def read_agent(self, gen: Generation) -> None:
+    async def read_agent(self, gen: RelayGeneration) -> None:
         await self._agent_side.read(gen)
 
-    # -- the supervisor's steps (SupervisorHost) ---------------------------------------------
+    # -- the supervisor's steps (RelayHost) ---------------------------------------------
 
-    async def restore(self, gen: Generation) -> list[str]:
+    async def restore(self, gen: RelayGeneration) -> list[str]:
         def restored(session_id: str, method: str) -> None:
             self.event({"event": "session_restored", "sessionId": session_id, "how": method})
 
         return await restore_sessions(
             gen,
             self._registry,
-            timeout_s=self._options.startup_timeout_s,
+            startup_timeout_s=self._options.startup_timeout_s,
+            budget=self._options.restore,
             name=self._name,
             restored=restored,
+            waiting=lambda session_id: self._turns.queued(session_id) > 0,
         )
 
-    async def generation_ready(self, gen: Generation, lost: list[str]) -> None:
+    async def generation_ready(self, gen: RelayGeneration, lost: list[str]) -> None:
         if gen.number > 1:
             await self._after_restore(lost)
 
     async def _after_restore(self, lost: list[str]) -> None:
         """Answer the requests the previous process's exit cut, then resume the queues."""
         cut, self._cut = self._cut, []
+        gen = self._agents.generation
         for request in cut:
+            if request.method == "initialize" and gen is not None and gen.alive:
+                # No side effects, and an editor may never retry it (Zed does not): the new
+                # process answers it instead of an error.
+                request.generation = gen.number
+                self._editor_requests.add(request)
+                message = {"jsonrpc": "2.0", "id": request.id, "method": "initialize"}
+                await self._to_agent(gen, _dumps({**message, "params": request.params}))
+                continue
             why = self._registry.lost_reason(request.session_id)
             # The exit that cut it, not a later one (a restart may have died in between).
             record = self._agents.exit_of(request.generation)
@@ -329,7 +373,7 @@ class ProxyRelay:
         self._cut = cut
         return True
 
-    async def generation_gone(self, gen: Generation) -> None:
+    async def generation_gone(self, gen: RelayGeneration) -> None:
         """``gen`` is gone: its prompts wait for the restore's outcome, its requests to the
         editor are cancelled there."""
         self._turns.cut()
@@ -337,7 +381,7 @@ class ProxyRelay:
         for request in self._agent_requests.orphan_generation(gen.number):
             await self._editor.send(answers.cancel_request(request.editor_id))
 
-    async def gone_for_good(self, why: str) -> None:
+    async def gave_up(self, why: str) -> None:
         self.failure = why
         self.exit_code = EXIT_AGENT_GONE
         log.info("%s is gone for good: %s", self._name, why)  # the command says it once
@@ -364,7 +408,7 @@ class ProxyRelay:
 
     # -- writing -----------------------------------------------------------------------------
 
-    async def _to_agent(self, gen: Generation, line: bytes, *, valid: bool = True) -> bool:
+    async def _to_agent(self, gen: RelayGeneration, line: bytes, *, valid: bool = True) -> bool:
         return await gen.send(line, valid=valid)
 
     def sent_to_agent(self, line: bytes, valid: bool) -> None:

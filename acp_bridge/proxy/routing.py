@@ -3,17 +3,23 @@
 *Editor requests* go to the agent with the editor's own ids, unchanged. The bridge's own
 requests (re-initialize and restore after a restart) use string ids ``acp-bridge/proxy-N`` and
 are only sent while no editor request is in flight on that agent process (the editor's traffic
-waits until the restore is over), so the two id spaces cannot collide on one process.
+waits until the restore is over), so the two id spaces cannot collide on one process. An
+editor request whose id is already in flight is never forwarded: the relay answers it at once
+with an error naming the id (see :func:`~.answers.duplicate_id_error`).
 
 *Agent requests* (``fs/*``, ``terminal/*``, ``session/request_permission``, extensions) reach
-the editor with the agent's ids, unchanged, except when such an id is still in use toward the
-editor: a request of a dead agent process that the editor has not answered yet (it was
-cancelled with ``$/cancel_request``, its late answer must be dropped), or a duplicate. Then the
-request is forwarded under a fresh id ``acp-bridge/agent-N`` and the answer mapped back.
+the editor under an id the proxy owns, ``acp-bridge/agent-N``, N counted over the proxy's whole
+life: unique across agent processes, whatever ids each process chooses. The editor's answer is
+mapped back to the agent's own id, and only to the process that asked. So no answer meant for a
+dead process can ever match a live request, whatever the size of any table: a restarted agent
+that numbers its requests from 1 again gets fresh editor ids, and a late answer to the dead
+one's request is an unknown id, dropped with a log line. An agent's ``$/cancel_request`` for
+its own request is translated to the editor's id the same way.
 
 Bounds: at most ``max_in_flight`` requests each way (the relay refuses more with an error
-response); at most ``max_orphans`` cancelled requests are remembered, the oldest forgotten
-first (a forgotten one's late answer is then an unknown id, dropped with a log line).
+response); at most ``max_orphans`` requests of dead processes are remembered (so their late
+answers are logged as late rather than unknown), the oldest forgotten first. Forgetting one can
+never misroute anything: its id is never used again.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ __all__ = ["AgentRequests", "EditorRequests", "PendingAgentRequest", "PendingEdi
 MAX_IN_FLIGHT = 4096
 MAX_ORPHANS = 1024
 OWN_ID_PREFIX = "acp-bridge/"
+CANCEL_REQUEST = "$/cancel_request"
 
 
 @dataclass(slots=True)
@@ -49,6 +56,9 @@ class EditorRequests:
 
     def __len__(self) -> int:
         return len(self._pending)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._pending
 
     @property
     def is_full(self) -> bool:
@@ -77,14 +87,10 @@ class EditorRequests:
 class PendingAgentRequest:
     agent_id: Any
     """The id the agent chose (what its answer must carry)."""
-    editor_id: Any
-    """The id the editor sees: the agent's, unless it had to be replaced."""
+    editor_id: str
+    """The id the editor sees: the proxy's own, ``acp-bridge/agent-N``."""
     generation: int
     method: str
-
-    @property
-    def rewritten(self) -> bool:
-        return id_key(self.editor_id) != id_key(self.agent_id)
 
 
 class AgentRequests:
@@ -92,10 +98,11 @@ class AgentRequests:
 
     def __init__(self, max_in_flight: int = MAX_IN_FLIGHT, max_orphans: int = MAX_ORPHANS) -> None:
         self._pending: dict[IdKey, PendingAgentRequest] = {}
+        self._by_agent: dict[tuple[int, IdKey], PendingAgentRequest] = {}
         self._orphans: OrderedDict[IdKey, None] = OrderedDict()
         self._max = max_in_flight
         self._max_orphans = max_orphans
-        self._fresh = 0
+        self._issued = 0
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -104,25 +111,38 @@ class AgentRequests:
     def is_full(self) -> bool:
         return len(self._pending) >= self._max
 
+    @property
+    def orphans(self) -> int:
+        """Requests of dead processes whose late answers are still recognised as late (at most
+        ``max_orphans``)."""
+        return len(self._orphans)
+
     def add(self, generation: int, agent_id: Any, method: str) -> PendingAgentRequest:
-        """Register a request; its ``editor_id`` says which id to forward it under."""
-        key = id_key(agent_id)
-        editor_id = agent_id
-        if key in self._pending or key in self._orphans:
-            self._fresh += 1
-            editor_id = f"{OWN_ID_PREFIX}agent-{self._fresh}"
-            key = id_key(editor_id)
-        request = PendingAgentRequest(agent_id, editor_id, generation, method)
-        self._pending[key] = request
+        """Register a request; forward it under its ``editor_id``."""
+        self._issued += 1
+        request = PendingAgentRequest(
+            agent_id, f"{OWN_ID_PREFIX}agent-{self._issued}", generation, method
+        )
+        self._pending[id_key(request.editor_id)] = request
+        self._by_agent[generation, id_key(agent_id)] = request
         return request
 
     def take(self, key: IdKey) -> PendingAgentRequest | None:
-        """The request the editor answered; None for a cancelled one's late answer or an
-        unknown id (both dropped)."""
-        if key in self._orphans:
-            del self._orphans[key]
-            return None
-        return self._pending.pop(key, None)
+        """The request the editor answered; None for a late answer to a dead process's request
+        (see :meth:`is_orphan`) or an unknown id (both dropped)."""
+        request = self._pending.pop(key, None)
+        if request is not None:
+            self._forget_agent_id(request)
+        return request
+
+    def is_orphan(self, key: IdKey) -> bool:
+        """``key`` is a dead process's request, remembered; taking its answer forgets it."""
+        return self._orphans.pop(key, 0) is None
+
+    def editor_id(self, generation: int, agent_id: Any) -> str | None:
+        """The id the editor knows generation ``generation``'s request ``agent_id`` by."""
+        request = self._by_agent.get((generation, id_key(agent_id)))
+        return None if request is None else request.editor_id
 
     def orphan_generation(self, generation: int) -> list[PendingAgentRequest]:
         """The requests of a process that is gone: the editor is told to cancel them, and
@@ -131,7 +151,13 @@ class AgentRequests:
         for request in gone:
             key = id_key(request.editor_id)
             del self._pending[key]
+            self._forget_agent_id(request)
             self._orphans[key] = None
         while len(self._orphans) > self._max_orphans:
             self._orphans.popitem(last=False)
         return gone
+
+    def _forget_agent_id(self, request: PendingAgentRequest) -> None:
+        agent_key = (request.generation, id_key(request.agent_id))
+        if self._by_agent.get(agent_key) is request:
+            del self._by_agent[agent_key]

@@ -120,6 +120,13 @@ class PromptTurns:
         session = self._sessions.get(session_id)
         return session is not None and bool(session.in_flight)
 
+    def holds(self, key: IdKey) -> bool:
+        """A prompt with this id is in flight or queued."""
+        return any(
+            key in session.in_flight or any(p.key == key for p in session.queue)
+            for session in self._sessions.values()
+        )
+
     def queued(self, session_id: str) -> int:
         session = self._sessions.get(session_id)
         return 0 if session is None else len(session.queue)

@@ -1,9 +1,10 @@
 """Newline-delimited framing over anyio byte streams.
 
-:class:`LineReader` splits a byte stream into lines with a size cap. It keeps the pieces of an
-unfinished line in a list and joins them once, when the newline arrives, so a 20 MB line costs
-one copy instead of the quadratic ``buf += chunk`` pattern. Completed lines from one chunk are
-handed out one at a time, so a chunk holding ten thousand small messages is split once.
+:class:`LineReader` reads a byte stream and hands out its lines one at a time, cut by the
+I/O-free :class:`~acp_bridge.rpc.splitter.LineSplitter` (the pieces of an unfinished line are
+joined once; a chunk holding ten thousand small messages is split once). Its policy at the cap:
+a line over it breaks the stream (:class:`~acp_bridge.errors.FramingError`, ``fatal``), after
+the lines that came before it.
 
 :class:`LineWriter` serializes the writers of a connection: a short line is written by its caller
 when the stream is idle, anything else through a bounded queue that one task writes, several
@@ -23,8 +24,9 @@ from typing import Final
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
+from acp_bridge.errors import ConnectionClosedError, ResourceClosedError
 from acp_bridge.rpc.fdstream import direct_receive, direct_send
+from acp_bridge.rpc.splitter import LineSplitter
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "LineReader", "LineWriter"]
 
@@ -50,14 +52,11 @@ class LineReader:
     def __init__(
         self, stream: ByteReceiveStream, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     ) -> None:
-        if max_line_bytes < 1:
-            raise ValueError("max_line_bytes must be positive")
+        self._splitter = LineSplitter(max_line_bytes)  # raises ValueError unless positive
         self._stream = direct_receive(stream)  # a process pipe is read without a pass per read
-        self._max_line_bytes = max_line_bytes
         self._lines: deque[bytes] = deque()
-        self._partial: list[bytes] = []
-        self._partial_len = 0
         self._at_eof = False
+        self._too_long = False  # a line over the cap came: raised after the lines before it
 
     async def receive_line(self) -> bytes:
         """The next line, without its newline.
@@ -67,69 +66,38 @@ class LineReader:
 
         Raises:
             anyio.EndOfStream: the stream ended and every line was returned.
-            FramingError: a line exceeded the cap (``fatal``: the stream cannot be resynchronised).
+            FramingError: a line exceeded the cap (``fatal``: the stream cannot be resynchronised);
+                raised once the lines before it were returned, and again on every later call.
             ConnectionClosedError: the other side broke the stream.
             ResourceClosedError: we closed the stream ourselves.
         """
-        while not self._lines:
+        lines = self._lines
+        if lines:  # the common case: a line from the last read
+            return lines.popleft()
+        while not lines:
+            if self._too_long:
+                raise self._splitter.too_long_error()
             if self._at_eof:
                 raise anyio.EndOfStream
             await self._fill()
-        return self._lines.popleft()
+        return lines.popleft()
 
     async def _fill(self) -> None:
         try:
             chunk = await self._stream.receive(_RECEIVE_CHUNK_BYTES)
         except anyio.EndOfStream:
             self._at_eof = True
-            if self._partial_len:
-                log.debug("last line (%d bytes) ended without a newline", self._partial_len)
-                self._lines.append(self._take_partial(b""))
+            last = self._splitter.end()
+            if last is not None:
+                log.debug("last line (%d bytes) ended without a newline", len(last))
+                self._lines.append(last)
             return
         except anyio.BrokenResourceError as exc:
             raise ConnectionClosedError("the peer broke the stream") from exc
         except anyio.ClosedResourceError as exc:
             raise ResourceClosedError("the stream was already closed") from exc
-        self._split(chunk)
-
-    def _split(self, chunk: bytes) -> None:
-        end = chunk.find(b"\n")
-        if end < 0:
-            self._add_partial(chunk)
-            return
-        self._lines.append(self._take_partial(chunk[:end]))
-        start = end + 1
-        # The common case: many whole lines in one chunk, split with one C-level call.
-        last = chunk.rfind(b"\n")
-        if last > end:
-            pieces = chunk[start:last].split(b"\n")
-            if last - start > self._max_line_bytes:  # only then can one piece be too long
-                for piece in pieces:
-                    self._check_size(len(piece))
-            self._lines.extend(pieces)
-            start = last + 1
-        if start < len(chunk):
-            self._add_partial(chunk[start:])
-
-    def _add_partial(self, piece: bytes) -> None:
-        self._partial.append(piece)
-        self._partial_len += len(piece)
-        self._check_size(self._partial_len)
-
-    def _take_partial(self, tail: bytes) -> bytes:
-        if not self._partial:
-            self._check_size(len(tail))
-            return tail
-        self._partial.append(tail)
-        line = b"".join(self._partial)
-        self._partial.clear()
-        self._partial_len = 0
-        self._check_size(len(line))
-        return line
-
-    def _check_size(self, size: int) -> None:
-        if size > self._max_line_bytes:
-            raise FramingError(f"line longer than the {self._max_line_bytes}-byte cap", fatal=True)
+        lines, self._too_long = self._splitter.feed_until_too_long(chunk)
+        self._lines.extend(lines)
 
 
 class LineWriter:

@@ -20,7 +20,8 @@ from acp_bridge.client.supervisor import open_supervised_agent
 from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.store import QueueStore, StoredMessage
+from acp_bridge.conversation.records import StoredMessage
+from acp_bridge.conversation.store import QueueStore
 from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy

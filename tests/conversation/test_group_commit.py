@@ -58,6 +58,27 @@ async def test_calls_queued_during_a_commit_share_the_next_one_in_order(
     assert [m.content for m in store.queued("c")] == [text(name) for name in "abcd"]
 
 
+async def test_callers_queued_during_a_commit_wait_on_one_condition_and_none_is_left(
+    store: QueueStore,
+) -> None:
+    """No swapped Event per call (issue 19): the waiters wake through the group's Condition."""
+    commits = GroupCommit(store)
+    gate = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(commits.call, gate.call)
+        await gate.wait_entered()
+        later = [commits.submit(store.add_message, "c", text(name), now=2.0) for name in "ab"]
+        for call in later:
+            tg.start_soon(call.result)
+        await anyio.wait_all_tasks_blocked()
+        assert repr(commits.changed) == "<Condition [2 waiting]>"
+        assert [repr(call) for call in later] == ["<PendingCommit [queued]>"] * 2
+        gate.opened.set()
+    assert repr(commits.changed) == "<Condition [0 waiting]>"
+    assert [repr(call) for call in later] == ["<PendingCommit [committed]>"] * 2
+    assert commits.batches == 2
+
+
 async def test_a_failing_call_fails_alone_and_its_neighbours_are_committed(
     store: QueueStore,
 ) -> None:

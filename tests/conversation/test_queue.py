@@ -18,27 +18,29 @@ from acp_bridge.conversation.queue import QueueMachine
 from acp_bridge.conversation.queue_model import (
     AGENT_TRANSITIONS,
     BRIDGE_STOPPED_ERROR,
-    FINAL_STATES,
     GATE_TRANSITIONS,
     MESSAGE_TRANSITIONS,
-    RETRYABLE_STATES,
     SLOT_TRANSITIONS,
     TIMEOUT_ERROR,
     Action,
-    AgentState,
     Answered,
     CancelTurn,
     Event,
     Failed,
-    GateState,
     Idle,
     MessageFinal,
-    MessageRecord,
-    MessageState,
     Outcome,
     RetryRequested,
     ReviveAgent,
     StartTurn,
+)
+from acp_bridge.conversation.queue_states import (
+    FINAL_STATES,
+    RETRYABLE_STATES,
+    AgentState,
+    GateState,
+    MessageRecord,
+    MessageState,
 )
 from acp_bridge.errors import LocalProtocolError, ResourceClosedError
 

@@ -17,17 +17,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_bridge.conversation.queue_states import MessageState
+from acp_bridge.conversation.records import StoredMessage
 from acp_bridge.conversation.schema import LATEST_VERSION, MIGRATIONS, Migration, migrate
-from acp_bridge.conversation.store import (
+from acp_bridge.conversation.store import QueueStore
+from acp_bridge.errors import (
     AlreadyRunningError,
-    MessageState,
-    QueueStore,
-    StoredMessage,
+    QueueStoreError,
+    ResourceClosedError,
     UnknownConversationError,
     UnknownMessageError,
 )
-from acp_bridge.errors import QueueStoreError, ResourceClosedError
-from tests.conversation.stores import AGENT, text
+from tests.conversation.stores import AGENT, sqlite_of, text
 from tests.lockstep import open_in_lockstep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,12 +117,10 @@ def test_the_store_is_in_wal_mode_and_syncs_as_its_durability_says(tmp_path: Pat
             with raw(path) as conn:
                 assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
             # synchronous is a per-connection setting: look at the store's own connection.
-            assert store._conn is not None
-            assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == synchronous
-            assert store._conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+            assert sqlite_of(store).execute("PRAGMA synchronous").fetchone()[0] == synchronous
+            assert sqlite_of(store).execute("PRAGMA foreign_keys").fetchone()[0] == 1
     with QueueStore.open(tmp_path / "default.db") as store:
-        assert store._conn is not None
-        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+        assert sqlite_of(store).execute("PRAGMA synchronous").fetchone()[0] == 1
     with pytest.raises(ValueError, match="durability"):
         QueueStore.open(tmp_path / "bad.db", durability="disk")  # type: ignore[arg-type]
 
@@ -156,13 +155,13 @@ def test_the_queue_state_is_the_history_then_the_queue_with_only_queued_content(
     """What opening a conversation reads: every message as the machine sees it (history by
     seq, then the queue by position) and the queued prompts; no reply, no finished content."""
     from acp_bridge.conversation.records import FinishedTurn
-    from acp_bridge.conversation.usage import CostMeter, Usage
+    from acp_bridge.conversation.usage import CostMeter, UsageTotals
 
     for name in ("a", "b", "c", "d"):
         store.add_message("c", text(name), now=2.0)
     store.add_message("c", text("urgent"), next=True, now=3.0)  # seq 5, goes first
     store.mark_running("c", 5, now=4.0)
-    turn = FinishedTurn("x" * 10_000, False, Usage(), CostMeter())
+    turn = FinishedTurn("x" * 10_000, False, UsageTotals(), CostMeter())
     store.finish("c", 5, "done", stop_reason="end_turn", now=5.0, turn=turn)
     store.mark_running("c", 1, now=6.0)
     store.finish("c", 1, "failed", error=FAILURE, recoverable=True, now=7.0)
@@ -196,6 +195,25 @@ def test_finish_is_exactly_once(store: QueueStore) -> None:
     assert store.finish("c", 1, "done", stop_reason="cancelled", now=6.0) is False
     assert store.get_message("c", 1) == first
     assert first is not None and first.stop_reason == "end_turn" and first.finished_at == 4.0
+
+
+def test_finish_with_the_turn_is_exactly_once_and_counts_usage_once(store: QueueStore) -> None:
+    """The statement production runs (with the turn's reply and usage) keeps the guard too."""
+    from acp_bridge.conversation.records import FinishedTurn
+    from acp_bridge.conversation.usage import CostMeter, UsageTotals
+
+    store.add_message("c", text("a"), now=2.0)
+    assert store.mark_running("c", 1, now=3.0)
+    turn = FinishedTurn("the reply", False, UsageTotals(), CostMeter())
+    assert store.finish("c", 1, "done", stop_reason="end_turn", now=4.0, turn=turn)
+    first = store.get_message("c", 1)
+    late = FinishedTurn("a late second reply", False, UsageTotals(), CostMeter())
+    again = store.finish(
+        "c", 1, "failed", error=FAILURE, recoverable=True, now=5.0, turn=late
+    )
+    assert again is False
+    assert store.get_message("c", 1) == first
+    assert first is not None and first.state == "done" and first.finished_at == 4.0
 
 
 def test_a_queued_message_can_be_cancelled_before_it_runs_and_then_never_runs(
@@ -346,7 +364,6 @@ def test_the_next_queued_message_is_an_index_lookup_not_a_scan_of_history() -> N
                 store.add_message("c", text(f"old {n}"), now=2.0)
                 store.finish("c", n + 1, "cancelled", now=3.0)
             store.add_message("c", text("new"), now=4.0)
-            assert store._conn is not None
             steps = 0
 
             def count() -> int:
@@ -354,9 +371,9 @@ def test_the_next_queued_message_is_an_index_lookup_not_a_scan_of_history() -> N
                 steps += 1
                 return 0
 
-            store._conn.set_progress_handler(count, 1)
+            sqlite_of(store).set_progress_handler(count, 1)
             assert store.next_queued("c") is not None
-            store._conn.set_progress_handler(None, 1)
+            sqlite_of(store).set_progress_handler(None, 1)
             return steps
 
     small, large = steps_to_find_the_next(5), steps_to_find_the_next(3000)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_bridge.conversation.usage import CostMeter, TurnUsage, Usage
+from acp_bridge.conversation.usage import CostMeter, TurnUsage, UsageTotals
 from tests.conversation.live import agent, drained, session, stored
 
 pytestmark = pytest.mark.anyio
@@ -25,7 +25,7 @@ async def test_each_message_and_the_conversation_add_up_what_the_agent_reported(
         await drained(conv)
         first, second = stored(store)
         assert conv.usage == store.get_conversation(conv.id).usage  # type: ignore[union-attr]
-    assert first.usage == Usage(ANSWER, {"USD": 0.5}, {"used": 100, "size": 1000})
+    assert first.usage == UsageTotals(ANSWER, {"USD": 0.5}, {"used": 100, "size": 1000})
     assert second.usage.tokens == {
         "inputTokens": 5,
         "outputTokens": 5,
@@ -53,7 +53,7 @@ async def test_a_cancelled_turn_counts_its_answer_once_and_a_repeated_snapshot_a
         await drained(conv)
         cancelled, after = stored(store)
     assert cancelled.state == "cancelled"
-    assert cancelled.usage == Usage(
+    assert cancelled.usage == UsageTotals(
         {"inputTokens": 7, "outputTokens": 3, "totalTokens": 10},
         {"USD": 0.1},
         {"used": 50, "size": 1000},
@@ -128,9 +128,9 @@ def test_malformed_reports_are_ignored_and_usage_round_trips() -> None:
     turn.observe_answer({"inputTokens": True, "outputTokens": 4, "totalTokens": 4.5})
     turn.observe_answer(None)
     spent = turn.result()
-    assert spent == Usage({"outputTokens": 4}, {}, {"used": 5, "size": 10})
-    assert Usage.from_json(spent.to_json()) == spent
-    assert Usage.from_json("garbage") == Usage()
-    assert Usage().summary() == "no usage reported"
-    line = Usage(ANSWER, {"USD": 0.25}, {"used": 5, "size": 10}).summary()
+    assert spent == UsageTotals({"outputTokens": 4}, {}, {"used": 5, "size": 10})
+    assert UsageTotals.from_json(spent.to_json()) == spent
+    assert UsageTotals.from_json("garbage") == UsageTotals()
+    assert UsageTotals().summary() == "no usage reported"
+    line = UsageTotals(ANSWER, {"USD": 0.25}, {"used": 5, "size": 10}).summary()
     assert line == "tokens 10 in, 20 out, 30 total; cost 0.2500 USD; context 5 of 10"

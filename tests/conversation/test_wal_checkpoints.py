@@ -1,6 +1,6 @@
 """Commits that never wait for a checkpoint or a worker thread: the queue store's background
 WAL checkpoints (acp_bridge.sqlite_wal.WalCheckpointer) and its commit on the caller's thread
-(StoreBase.commit_now_if_free). Real SQLite files, real threads."""
+(QueueStore.commit_now_if_free). Real SQLite files, real threads."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from acp_bridge.conversation.group_commit import GroupCommit
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.errors import QueueStoreError
 from acp_bridge.sqlite_wal import WalCheckpointer
-from tests.conversation.stores import AGENT, text
+from tests.conversation.stores import AGENT, checkpointer_of, sqlite_of, text
 
 
 def messages_in_the_main_file(path: Path) -> int:
@@ -39,10 +39,8 @@ def add(store: QueueStore, count: int) -> None:
 def test_commits_leave_checkpoints_to_the_background_thread(
     store: QueueStore, path: Path
 ) -> None:
-    checkpointer = store._checkpointer
-    assert checkpointer is not None
-    assert store._conn is not None
-    assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    checkpointer = checkpointer_of(store)
+    assert sqlite_of(store).execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
     done = checkpointer.checkpoints
     add(store, checkpointer._every)  # the first checkpoint's worth
     assert checkpointer.wait_for(done + 1, timeout=30)
@@ -60,16 +58,15 @@ def test_the_thread_finds_its_file_after_a_chdir_and_with_uri_characters_in_its_
     with QueueStore.open("queue.sqlite3") as store:
         store.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
         monkeypatch.chdir(tmp_path)
-        assert store._checkpointer is not None
-        add(store, store._checkpointer._every)
-        assert store._checkpointer.wait_for(1, timeout=30)
+        add(store, checkpointer_of(store)._every)
+        assert checkpointer_of(store).wait_for(1, timeout=30)
     assert messages_in_the_main_file(folder / "queue.sqlite3") >= 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a b?c#d%e"]  # nothing created here
 
 
 def test_without_the_background_thread_no_commit_checkpoints(path: Path) -> None:
     with QueueStore.open(path) as store:
-        store._checkpointer = WalCheckpointer(str(path), every=10**9)  # never wakes
+        store._connection._checkpointer = WalCheckpointer(str(path), every=10**9)  # never wakes
         store.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
         add(store, 300)  # several thousand WAL pages' worth of commits
         assert messages_in_the_main_file(path) == 0
@@ -83,8 +80,7 @@ def test_the_commit_that_starts_the_wal_over_is_not_made_on_the_callers_thread(
     the WAL over, and SQLite fsyncs the new WAL header in that commit (strace showed the
     fdatasync on the event loop's thread). So the store declines to make that commit on the
     caller's thread until a commit that may wait has made the restart."""
-    checkpointer = store._checkpointer
-    assert checkpointer is not None
+    checkpointer = checkpointer_of(store)
     add(store, checkpointer._every - 1)  # with the conversation's: one checkpoint's worth
     assert checkpointer.wait_for(1, timeout=30)
     assert checkpointer.restarts_due == 1  # nothing was reading: everything was copied
@@ -111,11 +107,11 @@ def test_a_checkpointer_that_cannot_keep_up_hands_checkpoints_back(tmp_path: Pat
 
 def test_the_store_turns_sqlite_checkpoints_back_on_at_the_bound(path: Path) -> None:
     with QueueStore.open(path) as store:
-        store._checkpointer = WalCheckpointer(str(path.parent / "missing" / "x.db"), every=1)
+        missing = str(path.parent / "missing" / "x.db")
+        store._connection._checkpointer = WalCheckpointer(missing, every=1)
         store.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
         add(store, 16)
-        assert store._conn is not None
-        assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        assert sqlite_of(store).execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
         # A commit may now checkpoint and fsync: no longer on the caller's (an event loop's)
         # thread.
         assert not store.commit_now_if_free(lambda: add_one(store, "late"))
@@ -125,15 +121,15 @@ def test_closing_the_store_stops_its_checkpoint_thread(path: Path) -> None:
     store = QueueStore.open(path)
     store.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
     add(store, 70)
-    assert store._checkpointer is not None and store._checkpointer._thread is not None
-    thread = store._checkpointer._thread
+    thread = checkpointer_of(store)._thread
+    assert thread is not None
     store.close()
     assert not thread.is_alive()
 
 
 def test_an_in_memory_store_has_no_checkpoint_thread() -> None:
     with QueueStore.open(":memory:") as store:
-        assert store._checkpointer is None
+        assert store._connection._checkpointer is None
 
 
 # -- commit_now_if_free ------------------------------------------------------------------------
@@ -160,12 +156,11 @@ def test_another_writer_makes_it_decline_at_once_and_keep_nothing(
         other.execute("ROLLBACK")
         other.close()
     assert store.queued("c") == []
-    assert store._conn is not None
-    assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000  # restored
+    assert sqlite_of(store).execute("PRAGMA busy_timeout").fetchone()[0] == 10_000  # restored
 
 
 def test_a_store_busy_in_another_thread_makes_it_decline(store: QueueStore) -> None:
-    with store._lock:  # the worker thread's transaction, say
+    with store._connection._lock:  # the worker thread's transaction, say
         assert not store.commit_now_if_free(lambda: add_one(store, "a"))
     assert store.queued("c") == []
 

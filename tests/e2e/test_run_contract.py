@@ -92,6 +92,16 @@ def test_an_agent_that_dies_at_initialize_exits_3(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_a_command_that_cannot_be_started_is_a_spawn_failed_error_event(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-agent")
+    result = run("--json", "--store", str(tmp_path / "s.db"), "-m", "hi", "--", missing)
+    assert result.returncode == 3, result.stderr
+    (error,) = [e for e in events(result.stdout) if e["event"] == "error"]
+    assert error["code"] == "spawn_failed"  # not agent_failed: nothing was started
+    assert missing in error["message"] and "Check the agent command" in error["message"]
+    assert "Traceback" not in result.stderr
+
+
 def test_run_help_documents_the_exit_codes() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "acp_bridge", "run", "--help"],

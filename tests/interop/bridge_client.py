@@ -29,7 +29,8 @@ from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.session import Session
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.store import ConversationRecord, QueueStore
+from acp_bridge.conversation.records import ConversationRecord
+from acp_bridge.conversation.store import QueueStore
 from acp_bridge.process.spec import AgentSpec
 
 CHECKS: dict[str, dict[str, Any]] = {}

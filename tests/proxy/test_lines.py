@@ -6,6 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from acp_bridge.errors import FramingError
 from acp_bridge.proxy.frames import UPDATE_PREFIXES
 from acp_bridge.proxy.lines import BatchLineReader
 
@@ -61,3 +62,27 @@ async def test_without_coalescing_every_line_comes_alone() -> None:
     data = b"\n".join(lines) + b"\n"
     reader = BatchLineReader(Chunks(data[:50], data[50:]), max_line_bytes=1 << 20)
     assert await read_all(reader) == lines
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+async def test_an_over_long_line_inside_one_read_fails_after_the_lines_before_it(
+    coalesce: bool,
+) -> None:
+    """Issue 19's surviving mutant: one read holding a complete over-long line between update
+    lines was never size-checked, so it was forwarded (inside a coalesced block, or alone)."""
+    lines = [UPDATE % 1, UPDATE % 2, UPDATE % 3 + b" " * 100, UPDATE % 4, UPDATE % 5]
+    data = b"\n".join(lines) + b"\n"
+    reader = BatchLineReader(
+        Chunks(data), max_line_bytes=len(UPDATE % 1) + 50, coalesce_updates=coalesce
+    )
+    assert await reader.receive_lines() == lines[:2]
+    with pytest.raises(FramingError) as info:
+        await reader.receive_lines()
+    assert info.value.fatal
+
+
+async def test_an_unfinished_line_over_the_cap_breaks_the_stream_before_its_end() -> None:
+    reader = BatchLineReader(Chunks(ANSWER + b"\n" + b"z" * 200, b"z\n"), max_line_bytes=100)
+    assert await reader.receive_lines() == [ANSWER]
+    with pytest.raises(FramingError):
+        await reader.receive_lines()

@@ -9,7 +9,7 @@ import pytest
 
 from acp_bridge.proxy.frames import FrameKind, parse_line
 from acp_bridge.proxy.redact import MASK, redact
-from acp_bridge.proxy.registry import SessionRegistry
+from acp_bridge.proxy.registry import EditorSessions
 from acp_bridge.proxy.routing import AgentRequests, EditorRequests, PendingEditorRequest
 from acp_bridge.proxy.script import Divergence, ReplayScript, load_exchanges
 from acp_bridge.proxy.turns import (
@@ -137,23 +137,37 @@ def test_prompts_sent_back_together_keep_their_order() -> None:
     assert actions == [ForwardPrompt(_prompt(1))]  # one at a time after a restore, in order
     assert turns.answered("s", _prompt(1).key, "end_turn", now=2) == [ForwardPrompt(_prompt(2))]
 
-def test_agent_request_ids_are_rewritten_only_when_still_in_use() -> None:
+def test_agent_requests_reach_the_editor_under_ids_no_process_can_reuse() -> None:
     table = AgentRequests()
     first = table.add(1, 0, "session/request_permission")
-    assert not first.rewritten and first.editor_id == 0
+    assert first.editor_id == "acp-bridge/agent-1" and first.agent_id == 0
     assert table.orphan_generation(1) == [first]
-    second = table.add(2, 0, "fs/read_text_file")  # generation 2 reuses id 0
-    assert second.rewritten and second.editor_id != 0
-    assert table.take("int:0") is None  # the dead agent's late answer: dropped
+    second = table.add(2, 0, "fs/read_text_file")  # generation 2 reuses the agent's id 0
+    assert second.editor_id == "acp-bridge/agent-2"
+    assert table.take("int:0") is None  # the editor never saw the agent's own id
+    assert table.take(f"str:{first.editor_id!r}") is None  # the dead agent's late answer
+    assert table.is_orphan(f"str:{second.editor_id!r}") is False
+    assert table.editor_id(2, 0) == second.editor_id  # the agent's $/cancel_request maps too
     assert table.take(f"str:{second.editor_id!r}") == second
+    assert table.editor_id(2, 0) is None
     editors = EditorRequests()
     editors.add(PendingEditorRequest(1, "session/new", None, 1, {}))
     editors.add(PendingEditorRequest(2, "session/list", None, 2, {}))
     assert [r.id for r in editors.take_generation(1)] == [1] and len(editors) == 1
 
 
+def test_the_orphans_are_bounded_the_oldest_forgotten_first() -> None:
+    table = AgentRequests(max_orphans=3)
+    for generation in (1, 2):
+        for agent_id in range(4):
+            table.add(generation, agent_id, "session/request_permission")
+        table.orphan_generation(generation)
+        assert table.orphans == 3  # never more than the bound, however many die
+    assert table.take("int:0") is None and table.orphans == 3  # forgotten: nothing taken
+
+
 def test_the_registry_plans_restores_and_remembers_lost_sessions() -> None:
-    registry = SessionRegistry()
+    registry = EditorSessions()
     caps = {"agentCapabilities": {"loadSession": True, "sessionCapabilities": {"resume": {}}}}
     registry.answered("initialize", {"protocolVersion": 1}, None, caps)
     registry.answered("session/new", {"cwd": "/a", "mcpServers": []}, None, {"sessionId": "s1"})

@@ -60,7 +60,21 @@ async def test_record_then_replay_gives_the_same_answers(tmp_path: Path) -> None
     assert to_editor == recorded  # every message the editor read, in order
     for direction in ("editor->bridge", "bridge->agent", "agent->bridge"):
         assert sum(e["dir"] == direction for e in messages) >= 4
-    assert (await _permission_session(replay(recording))) == recorded
+    # Replay serves the agent's side as the agent wrote it; the proxy had put its own id on
+    # the agent's request toward the editor. Everything else is the same.
+    replayed = await _permission_session(replay(recording))
+    asked = [i for i, m in enumerate(recorded) if m.get("method") == "session/request_permission"]
+    assert [i for i, m in enumerate(replayed) if m.get("method")] == [
+        i for i, m in enumerate(recorded) if m.get("method")
+    ]
+    assert str(recorded[asked[0]]["id"]).startswith("acp-bridge/agent-")
+    assert [_without_id(m) for m in replayed] == [_without_id(m) for m in recorded]
+
+
+def _without_id(message: dict[str, Any]) -> dict[str, Any]:
+    if message.get("method") == "session/request_permission":
+        return {k: v for k, v in message.items() if k != "id"}
+    return message
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -3,6 +3,7 @@ editor and fixture agents."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -51,9 +52,11 @@ async def _ext_session(argv: list[str]) -> list[bytes]:
         )
         prompt = await editor.request("session/prompt", prompt_params(session_id, "go"))
         ask = await editor.until(lambda m: m.get("method") == "_ext.example/ask")
-        assert ask["id"] == "ext-ask-1"
+        # Direct, the agent's own id; through the proxy, the proxy's (ids that never cross).
+        assert ask["id"] in ("ext-ask-1", "acp-bridge/agent-1")
         await editor.send_raw(
-            b'{"jsonrpc":"2.0","id":"ext-ask-1","result":{"ok": true,"_meta":{"e":1.0}}}'
+            b'{"jsonrpc":"2.0","id":%s,"result":{"ok": true,"_meta":{"e":1.0}}}'
+            % json.dumps(ask["id"]).encode()
         )
         answer = await editor.response(prompt)
         assert answer["result"]["extra"] == 1.5
@@ -67,8 +70,11 @@ async def test_extension_traffic_is_byte_equal_to_a_direct_session(tmp_path: Pat
     proxied = await _ext_session(
         proxy(agent_argv=agent("ext_agent.py", "--received", str(proxied_log)))
     )
-    # What the editor read, frame by frame, and what the agent read: the same bytes.
-    assert proxied == direct
+    # What the editor read, frame by frame, and what the agent read: the same bytes, but for
+    # the id of the agent's request, which the proxy owns toward the editor.
+    own_id = b'"id":"acp-bridge/agent-1"'
+    assert [line.replace(own_id, b'"id":"ext-ask-1"') for line in proxied] == direct
+    assert sum(own_id in line for line in proxied) == 1
     assert proxied_log.read_bytes() == direct_log.read_bytes()
     assert b'"n": 1.0, "big": 1e2, "name": "caf\\u00e9"' in b"\n".join(proxied)
     assert b'"unknownParam": [1e2]' in proxied_log.read_bytes()
@@ -128,4 +134,21 @@ async def test_non_json_lines_of_the_agent_never_reach_the_editor() -> None:
         session_id = await editor.handshake()
         answer = await editor.call("session/prompt", prompt_params(session_id, "still fine"))
         assert answer["result"] == {"stopReason": "end_turn"}
+        assert await editor.close_and_wait() == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_requests_past_the_in_flight_bound_are_answered_at_once() -> None:
+    """--max-in-flight 2: two requests the agent never answers fill the bound; the third is
+    answered at once with an error that names the bound, and the proxy stays healthy."""
+    hanging = agent("echo_agent.py", "--quiet", "--hang-on", "session/list")
+    async with open_editor(proxy("--max-in-flight", "2", agent_argv=hanging)) as editor:
+        session_id = await editor.handshake()
+        for _ in range(2):
+            await editor.request("session/list", {})
+        refused = await editor.call("session/list", {})
+        assert refused["error"]["code"] == -32603
+        assert "--max-in-flight" in refused["error"]["message"]
+        prompt = await editor.call("session/prompt", prompt_params(session_id, "refused too"))
+        assert "--max-in-flight" in prompt["error"]["message"]  # every request counts
         assert await editor.close_and_wait() == 0

@@ -17,7 +17,9 @@ from acp_bridge.rpc.peer import JsonRpcPeer
 
 pytestmark = pytest.mark.anyio
 
-SERVER = Path(__file__).resolve().parents[2] / "scripts" / "bench_rpc.py"
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = [sys.executable, "-u", "-m", "scripts.bench.rpc", "--role", "serve-ours"]
+"""The RPC benchmark's echo server: our peer on its stdin/stdout (run from the checkout)."""
 
 
 @pytest.fixture
@@ -157,7 +159,8 @@ async def test_a_send_cancelled_after_its_first_byte_still_writes_the_whole_item
 async def test_two_peers_talk_across_a_real_process_boundary() -> None:
     """Our peer in the test, our peer in a child process on its stdin/stdout pipes."""
     async with await anyio.open_process(
-        [sys.executable, "-u", str(SERVER), "--role", "serve-ours"],
+        SERVER,
+        cwd=ROOT,
         stderr=None,
     ) as process:
         assert process.stdout is not None

@@ -107,6 +107,23 @@ async def test_an_unterminated_line_over_the_cap_fails_before_eof() -> None:
 
 
 @pytest.mark.anyio
+async def test_an_over_long_line_inside_one_read_fails_after_the_lines_before_it() -> None:
+    """Issue 19's surviving mutant: one read holding a complete over-long line between other
+    lines was never size-checked, so the line went through."""
+    send, receive = memory_byte_pipe()
+    async with send, receive:  # closed even when the test fails (else a later test warns)
+        reader = LineReader(receive, max_line_bytes=10)
+        await send.send(b"one\ntwo\n" + b"x" * 11 + b"\nthree\n")
+        assert await reader.receive_line() == b"one"
+        assert await reader.receive_line() == b"two"
+        with pytest.raises(FramingError) as info:
+            await reader.receive_line()
+        assert info.value.fatal
+        with pytest.raises(FramingError):  # the stream stays broken: it cannot be resynchronised
+            await reader.receive_line()
+
+
+@pytest.mark.anyio
 async def test_a_broken_stream_and_a_closed_stream_are_told_apart() -> None:
     send, receive = memory_byte_pipe()
     await receive.aclose()

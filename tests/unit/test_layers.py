@@ -20,18 +20,21 @@ ALLOWED = {
     "record": set(),
     # The event loop's clock, as anyio.current_time() reads it (anyio only): any layer.
     "clock": set(),
+    # The package's version string (standard library only): any layer.
+    "version": set(),
     "wire": {"errors", "record"},
     "rpc": {"errors", "record", "wire"},
     "process": {"errors", "record", "wire", "rpc"},  # design.md: process sits above rpc
     # The one core under every front-end: lifecycle, generations, restore plan, turn machine.
     "core": {"errors", "record", "clock", "wire", "rpc", "process"},
     # Sessions and turns: the one performer of the turn machine (design.md).
-    "client": {"errors", "record", "clock", "wire", "rpc", "process", "core"},
+    "client": {"errors", "record", "clock", "version", "wire", "rpc", "process", "core"},
     "conversation": {"errors", "record", "wire", "rpc", "process", "core", "client", "sqlite_wal"},
     "proxy": {"errors", "record", "clock", "wire", "rpc", "process", "core"},
     "cli": {
         "errors",
         "record",
+        "version",
         "wire",
         "rpc",
         "process",
@@ -42,11 +45,12 @@ ALLOWED = {
         "agents",
     },
     # The built-in reference agent: a separate program on the protocol's lower layers only.
-    "agents": {"errors", "record", "wire", "rpc", "sqlite_wal"},
+    "agents": {"errors", "record", "version", "wire", "rpc", "sqlite_wal"},
 }
 PURE_MODULES = [
     "wire",
     "rpc/pending.py",
+    "rpc/splitter.py",
     "process/spec.py",
     "process/policy.py",
     "client/toolcalls.py",

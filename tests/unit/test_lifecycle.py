@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from acp_bridge.core.lifecycle import (
+    TRANSITIONS,
     AgentLifecycle,
     AgentPhase,
     DelayElapsed,
@@ -14,7 +15,6 @@ from acp_bridge.core.lifecycle import (
     GenerationEnding,
     GenerationExited,
     GenerationReady,
-    GiveUpNow,
     ReportExit,
     ReviveRequested,
     ShutdownRequested,
@@ -70,7 +70,7 @@ def test_the_first_start_failing_is_reported_to_the_opener_not_restarted() -> No
 def test_giving_up_then_reviving_starts_a_fresh_budget() -> None:
     machine = ready_machine()
     machine.handle(GenerationEnding(1))
-    assert machine.handle(GenerationExited(1, RECORD, GIVE_UP))[-1] == GiveUpNow(GIVE_UP)
+    assert machine.handle(GenerationExited(1, RECORD, GIVE_UP))[-1] == GIVE_UP
     assert machine.state is AgentPhase.GAVE_UP and machine.history == [RECORD]
     assert machine.handle(ReviveRequested()) == [StartGeneration(2, restoring=True)]
     assert machine.history == [] and machine.gave_up is None
@@ -192,3 +192,26 @@ class LifecycleMachine(RuleBasedStateMachine):
 
 
 TestLifecycleMachine = LifecycleMachine.TestCase
+
+
+def test_the_table_names_a_step_or_a_refusal_for_every_state_and_event() -> None:
+    """Every (state, event type) pair is either in the table or refused, never half-handled."""
+    events = [
+        GenerationReady(1),
+        GenerationEnding(1),
+        GenerationExited(1, RECORD, RESTART),
+        DelayElapsed(1),
+        ShutdownRequested(),
+        ReviveRequested(),
+    ]
+    for state in AgentPhase:
+        for event in events:
+            machine = AgentLifecycle()
+            machine.state = state
+            if (state, type(event)) in TRANSITIONS:
+                continue
+            with pytest.raises(LocalProtocolError, match="no transition"):
+                machine.handle(event)
+    # The shutdown and the revive are taken in every state.
+    assert all((state, ShutdownRequested) in TRANSITIONS for state in AgentPhase)
+    assert all((state, ReviveRequested) in TRANSITIONS for state in AgentPhase)

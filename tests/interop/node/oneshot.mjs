@@ -1,4 +1,4 @@
-// The one-shot a TypeScript-SDK client does, for scripts/bench_oneshot.py: spawn the agent,
+// The one-shot a TypeScript-SDK client does, for scripts/bench/oneshot.py: spawn the agent,
 // initialize, open a session, send one prompt, print the agent's text, close stdin and wait for
 // the agent's exit. What `acp-bridge run -m TEXT -- AGENT` does, with nothing else.
 // Usage: node oneshot.mjs TEXT -- AGENT_CMD [ARGS...]
