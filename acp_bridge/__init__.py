@@ -61,7 +61,7 @@ _EXPORTS = {
     "ConversationRecord": "acp_bridge.conversation.records",
     "MessageRecord": "acp_bridge.conversation.queue_states",
     "MessageState": "acp_bridge.conversation.queue_states",
-    "TurnPolicy": "acp_bridge.session.driver",
+    "TurnPolicy": "acp_bridge.client.turn",
     "UsageTotals": "acp_bridge.conversation.usage",
     # -- low level ----------------------------------------------------------------------------
     "open_agent": "acp_bridge.process.launcher",
@@ -152,7 +152,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads the
     from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
     from acp_bridge.client.session import Session
     from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
-    from acp_bridge.client.turn import Turn
+    from acp_bridge.client.turn import Turn, TurnPolicy
     from acp_bridge.conversation.conversation import Conversation
     from acp_bridge.conversation.opening import open_conversation
     from acp_bridge.conversation.queue_states import MessageRecord, MessageState
@@ -179,7 +179,6 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads the
     from acp_bridge.process.policy import RestartPolicy
     from acp_bridge.process.spec import AgentSpec
     from acp_bridge.rpc.peer import JsonRpcPeer
-    from acp_bridge.session.driver import TurnPolicy
     from acp_bridge.wire.acp import PromptResponse
 
 

@@ -31,10 +31,12 @@ class Mutant:
 
 SUPERVISED = "tests/client/test_supervised.py"
 DEFECTS = "tests/client/test_lifecycle_defects.py"
-DRIVER = "tests/session/test_driver.py"
-SETTLE = "tests/session/test_settle_window.py"
+DRIVER = "tests/client/test_turn_driver.py"
+SETTLE = "tests/client/test_settle_window.py"
 TURN_STREAMS = "tests/client/test_turn_streams.py"
-TURN_MACHINE = "tests/session/test_turn_machine.py"
+TURN_PERFORMER = "tests/client/test_turn_performer.py"
+DEADLINES = "tests/client/test_turn_deadlines.py"
+TURN_MACHINE = "tests/unit/test_turn_machine.py"
 LIFECYCLE = "tests/unit/test_lifecycle.py"
 CONVERSATION = "tests/conversation"
 WRITE_NOW = "tests/rpc/test_write_now.py"
@@ -78,75 +80,76 @@ MUTANTS = [
     Mutant(
         "turn: finish_now's already-ended guard removed",
         "acp_bridge/client/turn.py",
-        '        closes the open tool calls. Ignored once the turn ended."""\n'
+        '        """The agent answered the prompt. Ignored once the turn ended."""\n'
         "        if self._answer is not None or self._failure is not None:\n            return\n",
-        '        closes the open tool calls. Ignored once the turn ended."""\n',
+        '        """The agent answered the prompt. Ignored once the turn ended."""\n',
         (DEFECTS,),
     ),
     Mutant(
         "turn: fail_now's already-ended guard removed",
         "acp_bridge/client/turn.py",
-        '        once the turn ended."""\n'
+        '        """The turn ended without an answer. Ignored once the turn ended."""\n'
         "        if self._answer is not None or self._failure is not None:\n"
         "            return\n        self._failure = failure\n",
-        '        once the turn ended."""\n        self._failure = failure\n',
+        '        """The turn ended without an answer. Ignored once the turn ended."""\n'
+        "        self._failure = failure\n",
         (DEFECTS,),
     ),
     Mutant(
-        "turn: a cancelled answer does not close open tool calls",
+        "turn: a cancelled turn does not close its open tool calls",
         "acp_bridge/client/turn.py",
-        "            self.machine.cancel_reason is not None or answer.is_cancelled()\n",
-        "            False\n",
+        "        elif outcome.status is TurnStatus.CANCELLED or (answer and answer.is_cancelled()):\n",  # noqa: E501
+        "        elif False:\n",
         (DRIVER, SUPERVISED, DEFECTS),
     ),
     Mutant(
-        "session: the quarantine is not performed",
-        "acp_bridge/client/session.py",
-        "                await self._agent.quarantine(action.reason)\n",
+        "turn: the quarantine is not performed",
+        "acp_bridge/client/turn.py",
+        "                await host.quarantine(reason)\n",
         "                pass\n",
         (DEFECTS, DRIVER),
     ),
     Mutant(
-        "session: an unwritable cancel is not reported to the machine",
-        "acp_bridge/client/session.py",
-        "                if not await self._agent.cancel_turn(self):\n"
-        "                    await self.perform(turn, turn.machine.handle(CancelUnwritable()))\n",
-        "                await self._agent.cancel_turn(self)\n",
-        (DEFECTS,),
+        "turn: an unwritable cancel is not reported to the machine",
+        "acp_bridge/client/turn.py",
+        "                if host is not None and not await host.write_cancel():\n"
+        "                    await self._perform(self._feed(CancelUnwritable()))\n",
+        "                if host is not None:\n                    await host.write_cancel()\n",
+        (TURN_PERFORMER, DEFECTS),
     ),
     Mutant(
         "session: leaving a turn early does not cancel it",
         "acp_bridge/client/session.py",
-        '                    await self.cancel_and_close(turn, "the caller left the turn before it ended")\n',  # noqa: E501
+        "                    await turn.cancel(EndedBy.CALLER)\n",
         "                    pass\n",
         (DEFECTS,),
     ),
     Mutant(
-        "driver: no settle window after a cancelled turn",
-        "acp_bridge/session/driver.py",
-        '        self._must_settle = outcome.status != "done"\n',
-        "        self._must_settle = False\n",
+        "session: no settle window after a cancelled turn",
+        "acp_bridge/client/session.py",
+        "        if outcome is None or outcome.status is TurnStatus.DONE:\n",
+        "        if True:\n",
         (DRIVER,),
     ),
     Mutant(
-        "turn: the turn's end does not wake a consumer waiting on its empty buffer",
+        "turn: the machine's close does not end the turn's delivery",
         "acp_bridge/client/turn.py",
-        "        self._delivering = False\n        self._wake_readers()\n",
-        "        self._delivering = False\n",
-        (TURN_STREAMS,),
+        "        self._owed.clear()\n        self._delivering = False\n",
+        "        self._owed.clear()\n",
+        (TURN_PERFORMER, DRIVER),
     ),
     Mutant(
         "turn: an event delivered to an empty buffer wakes nobody",
         "acp_bridge/client/turn.py",
-        "        buffer.append(event)\n        if self._readable is not None:\n"
-        "            self._wake_readers()\n",
+        "        buffer.append(event)\n        if self._wakeup is not None:\n"
+        "            self._wake()\n",
         "        buffer.append(event)\n",
         (TURN_STREAMS,),
     ),
     Mutant(
         "turn: no backpressure at the buffer's bound",
         "acp_bridge/client/turn.py",
-        "        while len(buffer) > self._bound and self._reading:\n",
+        "        while len(buffer) > self._bound and self._reading and self._delivering:\n",
         "        while False:\n",
         (TURN_STREAMS,),
     ),
@@ -186,25 +189,46 @@ MUTANTS = [
         (WRITE_NOW,),
     ),
     Mutant(
-        "driver: the settle window's quiet counts from the next prompt, not the turn's end",
-        "acp_bridge/session/driver.py",
-        "        since, seen = self._quiet_since, self._updates_at_end\n",
-        "        since, seen = anyio.current_time(), session.updates_seen\n",
+        "session: the settle window's quiet counts from the next prompt, not the turn's end",
+        "acp_bridge/client/session.py",
+        "        since, seen = settle.since, settle.seen\n",
+        "        since, seen = anyio.current_time(), self.updates_seen\n",
         (SETTLE,),
     ),
     Mutant(
-        "driver: an update after the turn's end does not start the settle window again",
-        "acp_bridge/session/driver.py",
-        "                since, seen = anyio.current_time(), session.updates_seen\n",
-        "                return\n",
+        "session: an update after the turn's end does not start the settle window again",
+        "acp_bridge/client/session.py",
+        "                since, seen = anyio.current_time(), self.updates_seen\n",
+        "                break\n",
         (SETTLE, DRIVER),
     ),
     Mutant(
-        "driver: a flooding agent keeps the grace window from expiring",
-        "acp_bridge/session/driver.py",
-        "                if deadline is not None and now >= deadline:\n",
-        "                if False:\n",
-        (DRIVER, DEFECTS),
+        "turn: a flooding agent keeps a deadline from expiring",
+        "acp_bridge/client/turn.py",
+        "                if self._watched:  # a deadline runs",
+        "                if False:  # a deadline runs",
+        (TURN_PERFORMER, DEFECTS),
+    ),
+    Mutant(
+        "turn: a waiter sleeps past the machine's next deadline",
+        "acp_bridge/client/turn.py",
+        "            with anyio.CancelScope(deadline=self._deadline):\n",
+        "            with anyio.CancelScope():\n",
+        (DEADLINES, TURN_PERFORMER),
+    ),
+    Mutant(
+        "turn: a cancel asked for without blocking is never written",
+        "acp_bridge/client/turn.py",
+        "        elif self._owed:\n            await self._perform_owed()\n",
+        "        elif False:\n            await self._perform_owed()\n",
+        (TURN_PERFORMER, DRIVER),
+    ),
+    Mutant(
+        "turn: a quarantine with no exit report in time leaves the turn's agent side open",
+        "acp_bridge/client/turn.py",
+        "            if not self.is_done:  # no report in time",
+        "            if False:  # no report in time",
+        (TURN_PERFORMER,),
     ),
     Mutant(
         "handlers: updates after the turn ended are not fenced",
@@ -223,10 +247,16 @@ MUTANTS = [
     Mutant(
         "turn machine: a second cancel re-arms the grace window",
         "acp_bridge/core/turn_machine.py",
-        "        if self.state is not TurnState.PROMPTING:\n"
-        "            return []  # a second cancel is harmless\n",
-        "",
+        "    (_C, TurnCancelRequested): _M._nothing,\n",
+        "    (_C, TurnCancelRequested): _M._cancel,\n",
         (TURN_MACHINE,),
+    ),
+    Mutant(
+        "turn machine: the early cancel is forgotten when the prompt goes out",
+        "acp_bridge/core/turn_machine.py",
+        "    (_A, PromptSent): _M._sent_after_a_cancel,\n",
+        "    (_A, PromptSent): _M._sent,\n",
+        (TURN_MACHINE, TURN_PERFORMER, DRIVER),
     ),
     Mutant(
         "toolcalls: a closed tool call's late update is accepted",

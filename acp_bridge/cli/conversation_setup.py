@@ -28,6 +28,7 @@ from acp_bridge.cli.options import default_state_dir, default_store_path
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionPolicy
+from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.reconcile import reconcile
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store import QueueStore
@@ -35,7 +36,6 @@ from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import ConfigMismatchError, QueueStoreError
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnPolicy
 
 __all__ = [
     "ClaimedConversation",

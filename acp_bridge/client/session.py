@@ -8,16 +8,27 @@ servers, additional directories, the config options and mode chosen).
 At most one prompt is in flight per session: a second ``prompt()`` waits for the first turn to
 end, in the order the calls were made.
 
-A turn's lifecycle is its :class:`~acp_bridge.core.turn_machine.TurnMachine`; the session
-performs its actions (:meth:`Session.perform`): send ``session/cancel`` within a bound, wait out
-the grace window, quarantine the agent. The session layer's driver performs the same machine
-through the same method, so a turn has one grace window, whoever cancels it.
+Every turn, whichever call started it (:meth:`Session.begin`, :meth:`Session.prompt`,
+:meth:`Session.run`, the :class:`~acp_bridge.client.turn_driver.TurnDriver`), is a
+:class:`~acp_bridge.client.turn.Turn` that performs its own machine: the deadlines, the cancel,
+the grace window, the quarantine. The session is the turn's host (it writes ``session/cancel``
+and quarantines the agent for it), and it keeps what lies *between* turns:
+
+* one turn at a time;
+* an update whose ``messageId`` belongs to the previous turn never reaches the next one;
+* after a turn that was cancelled or failed, the next prompt waits until the session has been
+  quiet for the turn's ``settle_s`` (at most ``settle_max_s``), so a burst the agent keeps
+  sending after its answer lands outside any turn. The quiet is counted from the turn's end: a
+  next prompt that comes later than ``settle_s`` after it, with nothing received since, goes
+  out at once. A turn that ended normally needs no wait: the protocol puts every update of a
+  turn before its answer;
+* a quarantined agent is replaced, and its session restored, before the next prompt (the
+  supervisor's start of the next turn waits for it).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -28,17 +39,10 @@ import anyio
 
 from acp_bridge.client.connection import AgentConnection
 from acp_bridge.client.options import ClientOptions
-from acp_bridge.client.turn import Turn
-from acp_bridge.core.turn_machine import (
-    CancelUnwritable,
-    Quarantine,
-    SendCancel,
-    Tick,
-    TurnAction,
-    TurnCancelRequested,
-    TurnTimings,
-)
+from acp_bridge.client.turn import Turn, TurnPolicy
+from acp_bridge.core.turn_machine import EndedBy, TurnOutcome, TurnStatus, TurnTimings
 from acp_bridge.errors import LocalProtocolError, ResourceClosedError
+from acp_bridge.record import record
 from acp_bridge.wire.acp import PromptResponse, SessionModeState
 from acp_bridge.wire.base import WireModel
 
@@ -70,6 +74,17 @@ Content = str | Sequence[dict[str, Any] | WireModel]
 """A prompt: plain text, or ACP content blocks (dicts or wire models)."""
 
 _STRAY_KEPT = 100
+
+
+@record
+class _Settle:
+    """The quiet the next prompt waits for: from ``since``, with ``seen`` updates received
+    then, ``window_s`` long, waited for at most ``max_s``."""
+
+    since: float
+    seen: int
+    window_s: float
+    max_s: float
 
 
 def to_blocks(content: Content) -> list[dict[str, Any]]:
@@ -108,11 +123,15 @@ class Session:
         self.closed = False
         self.updates_seen = 0
         """Updates received for this session, in a turn or not (a counter is cheaper than a
-        clock read per update; the driver's settle window watches it)."""
+        clock read per update; the settle window watches it)."""
         self.fenced_message_ids: frozenset[str] = frozenset()
         """messageIds of the previous turn: an update carrying one is late, never the next
         turn's."""
         self._turn: Turn | None = None
+        self._settle: _Settle | None = None
+        """Set when the last turn ended cancelled or failed: the next prompt waits for quiet."""
+        self.last_outcome: TurnOutcome | None = None
+        """How the session's last turn ended, and who ended it."""
         # Uncontended, acquiring costs no scheduler pass (turns in a row are the common case).
         self._turn_lock = anyio.Lock(fast_acquire=True)
         self.replay: list[dict[str, Any]] | None = None
@@ -139,16 +158,19 @@ class Session:
     # -- turns ------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def prompt(self, content: Content) -> AsyncIterator[Turn]:
+    async def prompt(
+        self, content: Content, timings: TurnTimings | None = None
+    ) -> AsyncIterator[Turn]:
         """Start a turn; iterate the yielded :class:`Turn` for its events.
 
-        Leaving the block before the turn ended cancels it: the agent gets ``cancel_grace_s``
-        to answer, after which it is quarantined (killed, restarted, the session restored).
+        ``timings`` bound the turn (see :meth:`begin`). Leaving the block before the turn ended
+        cancels it: the agent gets the grace window to answer, after which it is quarantined
+        (killed, restarted, the session restored).
 
         Raises:
             RestartLimitError: the agent is gone for good.
         """
-        turn = await self.begin(content)
+        turn = await self.begin(content, timings)
         try:
             yield turn
         finally:
@@ -157,29 +179,46 @@ class Session:
     async def begin(self, content: Content, timings: TurnTimings | None = None) -> Turn:
         """Start a turn (waiting for this session's previous turn); pair with :meth:`end`.
 
-        ``timings`` bound the turn (idle and turn deadlines); the grace window defaults to the
-        agent's ``cancel_grace_s``.
+        ``timings`` bound the turn: its idle and turn deadlines cancel it (the outcome says
+        who: :attr:`Turn.outcome`), kept while the caller iterates the turn or waits on it;
+        the grace window defaults to the agent's ``cancel_grace_s``.
 
         Raises:
             RestartLimitError: the agent is gone for good.
         """
-        blocks = to_blocks(content)
+        turn = self.new_turn(None if timings is None else TurnPolicy(timings))
+        await self.start(turn, content)
+        return turn
+
+    def new_turn(self, policy: TurnPolicy | None = None) -> Turn:
+        """A turn of this session, not started yet (:meth:`start` prompts it): a cancel from
+        now on applies to it, and goes out as soon as its prompt has."""
         options = self._agent.options
-        timings = timings or TurnTimings(cancel_grace_s=options.cancel_grace_s)
+        if policy is None:
+            policy = TurnPolicy(TurnTimings(cancel_grace_s=options.cancel_grace_s))
+        return Turn(self.id, policy=policy, buffer=options.turn_buffer, host=self)
+
+    async def start(self, turn: Turn, content: Content) -> None:
+        """Prompt ``turn`` (from :meth:`new_turn`), once the previous turn ended and the
+        session is quiet after it; pair with :meth:`end`.
+
+        Raises:
+            RestartLimitError: the agent is gone for good (the turn never started).
+        """
+        blocks = to_blocks(content)
         await self._turn_lock.acquire()
         try:
             self._check_open()
-            turn = Turn(self.id, buffer=options.turn_buffer, timings=timings)
-            try:
-                await self._agent.start_turn(self, turn, blocks)
-            except BaseException:
-                turn.discard()
-                raise
+            if self._settle is not None:
+                await self._wait_quiet(self._settle)
+            turn.session_id = self.id  # the session may have been replaced meanwhile
+            await self._agent.start_turn(self, turn, blocks)
         except BaseException:
+            turn.discard()
             self._turn_lock.release()
             raise
         self._turn = turn
-        return turn
+        turn.prompt_sent()
 
     async def end(self, turn: Turn) -> None:
         """Finish with ``turn``. One still open is cancelled through its machine (one grace
@@ -187,60 +226,86 @@ class Session:
         try:
             if not turn.is_closed:  # only then is there anything to wait for (and shield)
                 with anyio.CancelScope(shield=True):
-                    await self.cancel_and_close(turn, "the caller left the turn before it ended")
+                    await turn.cancel(EndedBy.CALLER)
+                    await turn.wait_quietly()
             turn.close()
             self.fenced_message_ids = turn.message_ids
+            self._ended(turn)
         finally:
             self._turn = None
             self._turn_lock.release()
 
-    async def cancel_and_close(self, turn: Turn, reason: str) -> None:
-        """Cancel ``turn`` and perform its machine until it closes: the answer, an error, or
-        the grace window (then the agent is quarantined). Bounded by the grace window, the
-        cancel write bound and the quarantine wait."""
-        machine = turn.machine
-        await self.perform(turn, machine.handle(TurnCancelRequested(reason, anyio.current_time())))
-        while not turn.is_closed:
-            deadline = machine.next_deadline()
-            wait_s = math.inf if deadline is None else deadline - anyio.current_time()
-            with anyio.move_on_after(max(0.0, wait_s)):
-                await turn.wait_quietly()
-            if not turn.is_closed:
-                await self.perform(turn, machine.handle(Tick(anyio.current_time())))
+    async def run(self, content: Content, timings: TurnTimings | None = None) -> PromptResponse:
+        """Prompt and wait for the end, ignoring the events. ``timings`` bound the turn (see
+        :meth:`begin`); a turn a deadline cancelled returns the agent's answer to the cancel,
+        and :attr:`last_outcome` says who ended it.
 
-    async def perform(self, turn: Turn, actions: list[TurnAction]) -> None:
-        """Carry out what ``turn``'s machine decided (ArmGrace and Close need nothing here:
-        whoever runs the turn reads the machine's next deadline and state)."""
-        for action in actions:
-            if isinstance(action, SendCancel):
-                # Bounded by the agent (cancel_write_timeout_s): a pipe so full that even the
-                # cancel cannot be written counts as no answer.
-                if not await self._agent.cancel_turn(self):
-                    await self.perform(turn, turn.machine.handle(CancelUnwritable()))
-            elif isinstance(action, Quarantine):
-                log.warning("%s: quarantining the agent: %s", self.id, action.reason)
-                await self._agent.quarantine(action.reason)
-                # The exit report fails the turn's agent side; wait for it, bounded, so the
-                # next prompt goes to the restored session, not the dying process.
-                with anyio.move_on_after(self._agent.options.quarantine_wait_s):
-                    await turn.wait_quietly()
-
-    async def run(self, content: Content) -> PromptResponse:
-        """Prompt and wait for the end, ignoring the events."""
-        turn = await self.begin(content)
+        Raises:
+            RestartLimitError: the agent is gone for good.
+            AgentExitedError: the agent died during the turn, or was quarantined.
+            RpcError: the agent answered the prompt with an error.
+        """
+        turn = await self.begin(content, timings)
         try:
             return await turn.wait()
         finally:
             await self.end(turn)
 
     async def cancel(self) -> None:
-        """Cancel the running turn (``session/cancel``); pending permission requests are answered
-        ``cancelled``. The turn ends when the agent answers, within the grace window (run by
-        whoever holds the turn: :meth:`end` or the driver); a no-op when nothing runs."""
+        """Cancel the running turn (``session/cancel``, written before this returns); pending
+        permission requests are answered ``cancelled``. The turn ends when the agent answers,
+        within the grace window (kept by whoever waits on the turn, and by :meth:`end`); a
+        no-op when nothing runs."""
+        await self._cancel_turn(EndedBy.CALLER)
+
+    async def _cancel_turn(self, by: EndedBy) -> None:
         turn = self._turn
         if turn is not None and not turn.is_closed:
-            now = anyio.current_time()
-            await self.perform(turn, turn.machine.handle(TurnCancelRequested("cancelled", now)))
+            await turn.cancel(by)
+
+    # -- the turn's host (see Turn) -------------------------------------------------------
+
+    @property
+    def quarantine_wait_s(self) -> float:
+        return self._agent.options.quarantine_wait_s
+
+    async def write_cancel(self) -> bool:
+        """``session/cancel`` for the running turn, bounded by ``cancel_write_timeout_s``, and
+        our pending permission requests answered ``cancelled``: the turn's machine decides
+        when (use :meth:`cancel`)."""
+        return await self._agent.cancel_turn(self)
+
+    def _ended(self, turn: Turn) -> None:
+        outcome = turn.outcome
+        self.last_outcome = outcome
+        if outcome is None or outcome.status is TurnStatus.DONE:
+            self._settle = None
+            return
+        # The quiet counts from the agent's answer or failure (a turn closed by its grace
+        # window may have none yet: then from now).
+        since = anyio.current_time() if turn.ended_at is None else turn.ended_at
+        policy = turn.policy
+        self._settle = _Settle(since, self.updates_seen, policy.settle_s, policy.settle_max_s)
+
+    async def _wait_quiet(self, settle: _Settle) -> None:
+        """Wait until the session has been quiet for the window (see the module docstring),
+        counting from the last turn's end; bounded by ``max_s`` from now.
+
+        The session counts updates instead of stamping them (a clock read per update costs
+        the hot path), so quiet means: the count did not move across a whole window. An
+        update seen after the turn's end starts a new window from now."""
+        since, seen = settle.since, settle.seen
+        with anyio.move_on_after(settle.max_s) as scope:
+            while True:
+                remaining = since + settle.window_s - anyio.current_time()
+                if remaining > 0:
+                    await anyio.sleep(remaining)
+                if self.updates_seen == seen:
+                    break
+                since, seen = anyio.current_time(), self.updates_seen
+        self._settle = None
+        if scope.cancelled_caught:
+            log.info("%s: still receiving late updates; starting the next turn", self.id)
 
     async def quarantine(self, reason: str) -> None:
         """Kill the agent's process tree and restart it; the session is restored before the
@@ -292,7 +357,7 @@ class Session:
         """``session/close`` where supported; the session is forgotten either way."""
         if self.closed:
             return
-        await self.cancel()
+        await self._cancel_turn(EndedBy.CLOSE)
         await self._agent.close_session(self)
 
     def _check_open(self) -> None:

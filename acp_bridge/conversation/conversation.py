@@ -49,6 +49,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from acp_bridge.client.events import LifecycleEvent
 from acp_bridge.client.session import Session, to_blocks
 from acp_bridge.client.supervisor import SupervisedAgent
+from acp_bridge.client.turn import TurnPolicy
+from acp_bridge.client.turn_driver import TurnDriver
 from acp_bridge.conversation.boundaries import TurnBoundaries
 from acp_bridge.conversation.fanout import ConversationEvent, EventFanout
 from acp_bridge.conversation.group_commit import GroupCommit
@@ -73,7 +75,6 @@ from acp_bridge.conversation.turns import TurnRunner
 from acp_bridge.conversation.usage import UsageTotals
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import ResourceClosedError
-from acp_bridge.session.driver import TurnDriver, TurnPolicy
 
 __all__ = ["LOG_BATCH", "STOP_NOW_WAIT_S", "Conversation", "ConversationEvent"]
 
@@ -129,8 +130,6 @@ class Conversation:
             name=record.id,
         )
         self._state = _State()
-        # Prompts sent in this process, until their turn starts (later ones read the store).
-        self._prompts: dict[int, list[dict[str, Any]]] = {}
         self._journal = TurnJournal(record.usage, record.cost_meter)
         self._turn_events = TurnEvents(self._journal, self.emit, self._write_log)
         self._acting = anyio.Lock()
@@ -144,19 +143,7 @@ class Conversation:
             structured_error=self.structured_error,
             clock=clock,
         )
-        self._turns = TurnRunner(
-            boundaries,
-            self._driver,
-            agent,
-            journal=self._journal,
-            turn_events=self._turn_events,
-            prompts=self._prompts,
-            task_group=task_group,
-            machine=lambda: self._machine,  # a getter: start() replaces the machine
-            acting=self._acting,
-            act=self._act,
-            busy=self._busy,
-        )
+        self._turns = TurnRunner(self, self._driver, boundaries, self._turn_events, task_group)
         self._hurry = False
         self._closing_wait: anyio.CancelScope | None = None
 
@@ -188,7 +175,7 @@ class Conversation:
             # meanwhile (else it would sit queued in the store, unknown to this process, and
             # its caller, not told its seq, might send it again).
             with anyio.CancelScope(shield=True):
-                self._prompts[record.seq] = blocks
+                self._turns.prompts[record.seq] = blocks
                 await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
                 await self._perform(self._machine.send(record.seq, interrupt=interrupt))
         return record.seq
@@ -217,7 +204,7 @@ class Conversation:
 
     async def close(self) -> None:
         """No new turn starts from now on; a running turn is cancelled."""
-        await self._act(self._machine.close)
+        await self.act(self._machine.close)
 
     async def set_config_option(self, config_id: str, value: str | bool) -> None:
         """Choose one of the agent's config options for this conversation. The choice is
@@ -307,7 +294,7 @@ class Conversation:
             return
         log.warning("%s: message %d did not close in time; recording it cut", self.id, seq)
         failure = Failed(_CUT_ERROR, True)  # counts as cancelled: a stop or close was asked
-        await self._act(lambda: self._machine.turn_ended(seq, failure))
+        await self.act(lambda: self._machine.turn_ended(seq, failure))
 
     # -- performing what the machine decides --------------------------------------------
 
@@ -324,14 +311,26 @@ class Conversation:
         as stored now, whose usage totals and cost meter this one continues; ``prompts``: the
         content of its queued messages, by seq (read with the queue, so a turn need not read
         its prompt from the store before it starts)."""
-        self._prompts.update(prompts or {})
+        self._turns.prompts.update(prompts or {})
         async with self._acting:
             if stored is not None:
                 self._journal.continue_from(stored.usage, stored.cost_meter)
             self._machine, actions = QueueMachine.restore(records, paused=paused)
             await self._perform(actions)
 
-    async def _act(self, decide: Callable[[], list[Action]]) -> None:
+    # -- what its turn tasks ask of it (turns.TurnOwner) ----------------------------------
+
+    @property
+    def queue(self) -> QueueMachine:
+        """The queue machine now (:meth:`start` replaces it with the restored one)."""
+        return self._machine
+
+    @property
+    def acting(self) -> anyio.Lock:
+        """Held by one step of the conversation at a time."""
+        return self._acting
+
+    async def act(self, decide: Callable[[], list[Action]]) -> None:
         """Ask the machine and perform its answer, as one step: actions from different calls
         must not interleave (a start must not reach the store before the previous message's
         final state, nor a stale "idle" land after a start)."""
@@ -344,14 +343,16 @@ class Conversation:
             action = actions[index]
             index += 1
             if isinstance(action, StartTurn):
+                self._busy()
                 self._turns.begin(action, None)
             elif isinstance(action, CancelTurn):
-                self._driver.request_cancel(action.reason)
+                self._turns.cancel(action.reason)
             elif isinstance(action, ReviveAgent):
                 await self.agent.revive()
             elif isinstance(action, MessageFinal):
                 after = actions[index] if index < len(actions) else None
                 if isinstance(after, StartTurn) and self._turns.can_start_at_once(after):
+                    self._busy()
                     await self._turns.finish_and_start(action, after)
                     index += 1
                 else:

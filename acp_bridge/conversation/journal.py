@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from acp_bridge.client.turn_driver import TurnDriver
 from acp_bridge.conversation.queue_model import MessageFinal
 from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.records import FinishedTurn
 from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.transcript import TurnRecord
 from acp_bridge.conversation.usage import CostMeter, UsageTotals
-from acp_bridge.session.driver import TurnDriver
 
 __all__ = ["LOG_BATCH", "FinalEvent", "TurnJournal", "answered_usage", "final_event"]
 

@@ -26,12 +26,12 @@ from anyio.abc import TaskGroup
 from acp_bridge.client.events import AgentStarted
 from acp_bridge.client.session import Session
 from acp_bridge.client.supervisor import SupervisedAgent
+from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.errors import BridgeError, SessionRestoreError
-from acp_bridge.session.driver import TurnPolicy
 
 __all__ = ["open_conversation"]
 

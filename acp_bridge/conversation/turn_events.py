@@ -1,6 +1,7 @@
 """What a running turn's events leave behind, in order: the transcript and usage (the
-:class:`~.journal.TurnJournal`), the log entries a resume needs (tool calls, permission
-decisions, closed tool calls), and the events to subscribers.
+:class:`~.journal.TurnJournal`, which also hears of the prompt's answer and of a turn that
+never started), the log entries a resume needs (tool calls, permission decisions, closed tool
+calls), and the events to subscribers.
 
 The log entries are not committed one by one: they come at the agent's pace, so they wait in
 the journal's pending batch and go into the turn's final commit, or earlier in one commit per
@@ -10,7 +11,7 @@ batch of the turn it cut, which is then recorded failed, recoverable.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from acp_bridge.client.events import PermissionDecided, ToolCallClosed, TurnEvent, UpdateReceived
@@ -55,6 +56,14 @@ class TurnEvents:
             }
             await self._log_later("tool_call_closed", data, seq)
             await self._emit("tool_call_closed", data)
+
+    def answered(self, seq: int, usage: Mapping[str, Any] | None) -> None:
+        """The turn of message ``seq`` was answered, with this ``usage`` (None: none)."""
+        self._journal.observe_answer(seq, usage)
+
+    def not_started(self) -> None:
+        """The turn about to start never did (the agent is gone, or was closed)."""
+        self._journal.turn_not_started()
 
     async def flush_log(self) -> None:
         """Commit the pending log entries now (a stop that cut the turn)."""

@@ -1,7 +1,7 @@
 """A conversation's turns, run: each start the :class:`~.queue.QueueMachine` decides becomes a
 task that waits for the agent, confirms the start, records it, prompts through the
-:class:`~acp_bridge.session.driver.TurnDriver`, and tells the machine how the turn ended. The
-final states the machine then decides are committed and published here too (see
+:class:`~acp_bridge.client.turn_driver.TurnDriver`, and tells the machine how the turn ended.
+The final states the machine then decides are committed and published here too (see
 :mod:`.boundaries`).
 
 Commits. When a turn ends and the next message can start at once (the agent is ready, its
@@ -10,8 +10,13 @@ prompt is at hand), the message's final state and the next one's start are one c
 records its start alone.
 
 Every step that asks the machine goes through the conversation's ``act`` (or holds its
-``acting`` lock), so steps of different tasks never interleave. The machine is reached through
-a getter: :meth:`~.conversation.Conversation.start` replaces it with the restored one.
+``acting`` lock), so steps of different tasks never interleave. The machine is the
+conversation's current one (:attr:`TurnOwner.queue`): ``Conversation.start`` replaces it with
+the restored one.
+
+How a turn ended counts by who ended it (:class:`~acp_bridge.core.turn_machine.EndedBy`): a
+turn a deadline cancelled is reported to the machine as timed out; a stop, close or interrupt
+the machine asked for itself.
 
 Each turn task runs in a shielded scope (:class:`TurnTasks`) that only the conversation's
 shutdown cancels: leaving the conversation, even cancelled from outside, lets the running turn
@@ -21,29 +26,64 @@ one at a time (a start only when no turn holds the queue's slot).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Final, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
 from acp_bridge.client.supervisor import SupervisedAgent
+from acp_bridge.client.turn_driver import TurnDriver
 from acp_bridge.conversation.boundaries import SubmittedFinal, TurnBoundaries, started_event
-from acp_bridge.conversation.journal import TurnJournal, answered_usage
+from acp_bridge.conversation.journal import answered_usage
 from acp_bridge.conversation.queue import QueueMachine
-from acp_bridge.conversation.queue_model import Action, Answered, Failed, MessageFinal, StartTurn
+from acp_bridge.conversation.queue_model import (
+    Action,
+    Answered,
+    CancelReason,
+    Failed,
+    MessageFinal,
+    StartTurn,
+)
 from acp_bridge.conversation.turn_events import TurnEvents
+from acp_bridge.core.turn_machine import EndedBy, TurnStatus
 from acp_bridge.errors import AgentError, BridgeError, ResourceClosedError
-from acp_bridge.session.driver import TurnDriver
 
-__all__ = ["Act", "TurnRunner", "TurnTasks"]
-
-_STOP_OR_CLOSE = ("stop", "close", "interrupt")
+__all__ = ["Act", "TurnOwner", "TurnRunner", "TurnTasks"]
 
 Act = Callable[[Callable[[], list[Action]]], Awaitable[None]]
 """``act(decide)``: ask the machine and perform its answer, as one step of the conversation."""
+
+_ENDED_BY: Final[Mapping[CancelReason, EndedBy]] = {
+    "interrupt": EndedBy.INTERRUPT,
+    "stop": EndedBy.STOP,
+    "close": EndedBy.CLOSE,
+    "timeout": EndedBy.TURN_DEADLINE,  # the turn's deadline closed it already: a no-op
+}
+"""Who ends the turn, for each cancel the queue machine asks for."""
+
+
+class TurnOwner(Protocol):
+    """What the turn tasks ask of their conversation."""
+
+    @property
+    def agent(self) -> SupervisedAgent: ...
+
+    @property
+    def queue(self) -> QueueMachine:
+        """The queue machine now (``Conversation.start`` replaces it)."""
+        ...
+
+    @property
+    def acting(self) -> anyio.Lock:
+        """Held by one step of the conversation at a time."""
+        ...
+
+    async def act(self, decide: Callable[[], list[Action]]) -> None:
+        """Ask the machine (``decide``) and perform its answer, as one step."""
+        ...
 
 
 @dataclass
@@ -57,45 +97,39 @@ class TurnTasks:
 
 
 class TurnRunner:
+    """The turns of ``owner``'s queue, run by ``driver`` in ``task_group``; their starts and
+    ends recorded through ``boundaries``, their events through ``events``."""
+
     def __init__(
         self,
-        boundaries: TurnBoundaries,
+        owner: TurnOwner,
         driver: TurnDriver,
-        agent: SupervisedAgent,
-        *,
-        journal: TurnJournal,
-        turn_events: TurnEvents,
-        prompts: dict[int, list[dict[str, Any]]],
+        boundaries: TurnBoundaries,
+        events: TurnEvents,
         task_group: TaskGroup,
-        machine: Callable[[], QueueMachine],
-        acting: anyio.Lock,
-        act: Act,
-        busy: Callable[[], None],
     ) -> None:
-        self._boundaries = boundaries
+        self._owner = owner
         self._driver = driver
-        self._agent = agent
-        self._journal = journal
-        self._turn_events = turn_events
-        # Prompts sent in this process, until their turn starts (shared with the conversation,
-        # which adds them; later ones are read from the store).
-        self._prompts = prompts
+        self._boundaries = boundaries
+        self._events = events
         self._task_group = task_group
-        self._machine = machine
-        self._acting = acting
-        self._act = act
-        self._busy = busy  # a turn task is on its way: the conversation is not idle
+        self.prompts: dict[int, list[dict[str, Any]]] = {}
+        """Prompts sent in this process, by seq, until their turn starts (the conversation adds
+        them; later ones are read from the store)."""
         self.tasks = TurnTasks()
         self.tasks.none_left.set()
+
+    def cancel(self, reason: CancelReason) -> None:
+        """Cancel the running turn, or the one about to start (never blocks)."""
+        self._driver.request_cancel(_ENDED_BY[reason])
 
     def begin(self, start: StartTurn, prompt: list[dict[str, Any]] | None) -> None:
         """Run the turn of ``start`` in its own task; ``prompt``: it is confirmed and recorded
         running already (see :meth:`finish_and_start`), prompt at once."""
-        self._busy()
         self._task_group.start_soon(self._guarded_turn, start, prompt)
 
     def can_start_at_once(self, start: StartTurn) -> bool:
-        return self._agent.is_ready and start.seq in self._prompts
+        return self._owner.agent.is_ready and start.seq in self.prompts
 
     async def finish(self, final: MessageFinal) -> None:
         await self._finished(final, self._boundaries.submit_final(final))
@@ -110,9 +144,9 @@ class TurnRunner:
         interrupting send, a cut turn) must not leave a message confirmed, perhaps committed
         running, that no task will ever prompt or end."""
         with anyio.CancelScope(shield=True):
-            blocks = self._prompts.pop(start.seq)
+            blocks = self.prompts.pop(start.seq)
             # True: decided in this very step, and the agent is ready (so not gone for good).
-            confirmed = self._machine().start_confirmed(start.seq, start.generation)
+            confirmed = self._owner.queue.start_confirmed(start.seq, start.generation)
             assert confirmed
             self._driver.prepare()  # a stop from now on cancels this turn
             started = started_event(start.seq, blocks)
@@ -143,16 +177,16 @@ class TurnRunner:
     async def _start_turn(self, start: StartTurn) -> list[dict[str, Any]] | None:
         """Wait for the agent, confirm the start and record it running: the prompt to send,
         or None when the start was withdrawn meanwhile or the agent is gone."""
-        seq = start.seq
+        seq, owner = start.seq, self._owner
         try:
-            await self._agent.wait_ready()  # a cold start or a restart in progress
+            await owner.agent.wait_ready()  # a cold start or a restart in progress
         except AgentError:
-            await self._act(self._machine().agent_gone)
+            await owner.act(lambda: owner.queue.agent_gone())
             return None
-        blocks = self._prompts.pop(seq, None) or await self._boundaries.stored_prompt(seq)
+        blocks = self.prompts.pop(seq, None) or await self._boundaries.stored_prompt(seq)
         started = started_event(seq, blocks)
-        async with self._acting:
-            if not self._machine().start_confirmed(seq, start.generation):
+        async with owner.acting:
+            if not owner.queue.start_confirmed(seq, start.generation):
                 return None  # withdrawn while we waited: never prompted
             self._driver.prepare()  # a stop from now on cancels this turn
             await self._boundaries.submit_running(seq, started).result()
@@ -160,21 +194,22 @@ class TurnRunner:
         return blocks
 
     async def _run_turn(self, seq: int, blocks: list[dict[str, Any]]) -> None:
+        owner = self._owner
         try:
             outcome = await self._driver.run(
-                blocks, partial(self._turn_events.on_event, seq), prepared=True
+                blocks, partial(self._events.on_event, seq), prepared=True
             )
         except BridgeError as exc:  # no turn started: the agent is gone, or was closed
-            self._journal.turn_not_started()
+            self._events.not_started()
             failure = Failed(str(exc), False)
-            await self._act(lambda: self._machine().turn_ended(seq, failure))
+            await owner.act(lambda: owner.queue.turn_ended(seq, failure))
             if not isinstance(exc, ResourceClosedError):
-                await self._act(self._machine().agent_gone)
+                await owner.act(lambda: owner.queue.agent_gone())
             return
-        self._journal.observe_answer(seq, answered_usage(self._driver))
-        if outcome.status == "cancelled" and outcome.cancel_reason not in _STOP_OR_CLOSE:
-            await self._act(lambda: self._machine().turn_timed_out(seq))  # the driver's deadline
-        if outcome.status == "failed":
+        self._events.answered(seq, answered_usage(self._driver))
+        if outcome.ended_by.is_deadline:  # the queue asked for no cancel: it times out
+            await owner.act(lambda: owner.queue.turn_timed_out(seq))
+        if outcome.status is TurnStatus.FAILED:
             result: Answered | Failed = Failed(outcome.error or "failed", outcome.recoverable)
         else:
             result = Answered(outcome.stop_reason or "cancelled")
@@ -182,11 +217,11 @@ class TurnRunner:
         def decide() -> list[Action]:
             # One step: a waiter must not see the pause of an unrecoverable failure alone
             # when the agent is in fact gone for good.
-            actions = self._machine().turn_ended(seq, result)
-            return actions + self._machine().agent_gone() if self._agent.is_failed else actions
+            actions = owner.queue.turn_ended(seq, result)
+            return actions + owner.queue.agent_gone() if owner.agent.is_failed else actions
 
-        await self._act(decide)
+        await owner.act(decide)
 
     async def _finished(self, final: MessageFinal, submitted: SubmittedFinal) -> None:
-        self._prompts.pop(final.seq, None)  # ended without a turn (a start withdrawn, say)
+        self.prompts.pop(final.seq, None)  # ended without a turn (a start withdrawn, say)
         await self._boundaries.finished(final, submitted)

@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_bridge.core.turn_machine import (
+    EndedBy,
     PromptAnswered,
     PromptFailed,
+    PromptSent,
     Quarantine,
     Tick,
     TurnCancelRequested,
@@ -142,9 +144,9 @@ class PromptTurns:
         actions: list[TurnsAction] = []
         while session.queue:  # no queueing: what waits for a restore goes first
             waiting = session.queue.popleft()
-            session.in_flight[waiting.key] = (waiting, TurnMachine(self._timings, now=now))
+            session.in_flight[waiting.key] = (waiting, self._forwarded(now))
             actions.append(ForwardPrompt(waiting))
-        session.in_flight[prompt.key] = (prompt, TurnMachine(self._timings, now=now))
+        session.in_flight[prompt.key] = (prompt, self._forwarded(now))
         return [*actions, ForwardPrompt(prompt)]
 
     def answered(
@@ -171,7 +173,7 @@ class PromptTurns:
         session.queue.clear()
         for _prompt, machine in session.in_flight.values():
             if machine.state is TurnState.PROMPTING:
-                machine.handle(TurnCancelRequested("the editor cancelled the turn", now))
+                machine.handle(TurnCancelRequested(EndedBy.EDITOR, now))
                 deadline = machine.next_deadline()
                 assert deadline is not None
                 actions.append(ArmGraceTimer(session_id, deadline))
@@ -239,11 +241,17 @@ class PromptTurns:
         self._sessions.clear()
         return queued
 
+    def _forwarded(self, now: float) -> TurnMachine:
+        """The machine of a prompt forwarded now (its write follows at once)."""
+        machine = TurnMachine(self._timings)
+        machine.handle(PromptSent(now))
+        return machine
+
     def _next(self, session_id: str, session: _Session, now: float) -> list[TurnsAction]:
         if session.in_flight or not session.queue:
             if not session.in_flight and not session.queue:
                 del self._sessions[session_id]
             return []
         prompt = session.queue.popleft()
-        session.in_flight[prompt.key] = (prompt, TurnMachine(self._timings, now=now))
+        session.in_flight[prompt.key] = (prompt, self._forwarded(now))
         return [ForwardPrompt(prompt)]

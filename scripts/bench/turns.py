@@ -114,8 +114,8 @@ def bridge_options(grace_s: float = 5.0) -> Any:
 
 
 def turn_policy(grace_s: float = 5.0) -> Any:
+    from acp_bridge.client.turn import TurnPolicy
     from acp_bridge.core.turn_machine import TurnTimings
-    from acp_bridge.session.driver import TurnPolicy
 
     return TurnPolicy(timings=TurnTimings(cancel_grace_s=grace_s))
 
@@ -173,7 +173,8 @@ def cancel_ours(backend: str, cancels: int, workdir: Path, pause_s: float = 0.0)
     import anyio
 
     from acp_bridge import AgentSpec, UpdateReceived, open_supervised_agent
-    from acp_bridge.session.driver import TurnDriver
+    from acp_bridge.client.turn_driver import TurnDriver
+    from acp_bridge.core.turn_machine import TurnStatus
 
     async def one(driver: TurnDriver, current: list[Stamps]) -> Stamps:
         stamps = Stamps()
@@ -195,8 +196,11 @@ def cancel_ours(backend: str, cancels: int, workdir: Path, pause_s: float = 0.0)
             tg.start_soon(turn)
             await first.wait()
             stamps.requested = time.perf_counter()
-            await driver.cancel("bench")  # in this task, as the SDK's cancel() is
-        if outcome is None or (outcome.status, outcome.stop_reason) != ("cancelled", "cancelled"):
+            await driver.cancel()  # in this task, as the SDK's cancel() is
+        if outcome is None or (outcome.status, outcome.stop_reason) != (
+            TurnStatus.CANCELLED,
+            "cancelled",
+        ):
             raise RuntimeError(f"ours/{backend}: unexpected outcome {outcome}")
         if outcome.quarantined:
             raise RuntimeError(f"ours/{backend}: a cooperative agent was quarantined")
@@ -309,7 +313,8 @@ def grace_ours(backend: str, window: float, workdir: Path) -> GraceResult:
     import anyio
 
     from acp_bridge import AgentSpec, UpdateReceived, open_supervised_agent
-    from acp_bridge.session.driver import TurnDriver
+    from acp_bridge.client.turn_driver import TurnDriver
+    from acp_bridge.core.turn_machine import TurnStatus
 
     argv = agent_argv(STUBBORN_AGENT, "--history", str(workdir / "stubborn-history.json"))
 
@@ -336,8 +341,10 @@ def grace_ours(backend: str, window: float, workdir: Path) -> GraceResult:
                 tg.start_soon(turn)
                 await first.wait()
                 requested = time.perf_counter()
-                driver.request_cancel("bench")
-            if outcome is None or not (outcome.status == "cancelled" and outcome.quarantined):
+                driver.request_cancel()
+            if outcome is None or not (
+                outcome.status is TurnStatus.CANCELLED and outcome.quarantined
+            ):
                 raise RuntimeError(f"ours/{backend}: unexpected outcome {outcome}")
             await agent.wait_ready()
             ready = time.perf_counter()
@@ -547,15 +554,15 @@ def queue_ours(
                     in_driver += turn_ends[-1] - started
 
             settles = 0
-            original_settle = conv._driver._settle
+            original_settle = conv.session._wait_quiet
 
-            async def counted_settle() -> None:
+            async def counted_settle(*args: Any) -> None:
                 nonlocal settles
                 settles += 1
-                await original_settle()
+                await original_settle(*args)
 
             conv._driver.run = timed_run  # type: ignore[method-assign]
-            conv._driver._settle = counted_settle  # type: ignore[method-assign]
+            conv.session._wait_quiet = counted_settle  # type: ignore[method-assign]
             await conv.wait_idle()
             timer.arm()
             if profile is not None:
@@ -652,7 +659,8 @@ def driver_only(backend: str, messages: int, workdir: Path) -> float:
     import anyio
 
     from acp_bridge import AgentSpec, open_supervised_agent
-    from acp_bridge.session.driver import TurnDriver
+    from acp_bridge.client.turn_driver import TurnDriver
+    from acp_bridge.core.turn_machine import TurnStatus
 
     async def run() -> float:
         spec = AgentSpec(agent_argv(ECHO_AGENT), name="echo-agent")
@@ -666,7 +674,7 @@ def driver_only(backend: str, messages: int, workdir: Path) -> float:
             started = time.perf_counter()
             for _ in range(messages):
                 outcome = await driver.run(QUEUE_PROMPT, on_event)
-                if outcome.status != "done":
+                if outcome.status is not TurnStatus.DONE:
                     raise RuntimeError(f"driver/{backend}: {outcome}")
             return messages / (time.perf_counter() - started)
 

@@ -35,13 +35,13 @@ import psutil
 
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnPolicy
 from scripts.common import ROOT
 
 SOAK = ROOT / "fixtures" / "soak"

@@ -19,14 +19,14 @@ import pytest
 from acp_bridge.client.events import AgentExited, AgentGaveUp, AgentRestarting, SessionRestored
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
-from acp_bridge.client.turn import Turn
+from acp_bridge.client.turn import Turn, TurnPolicy
+from acp_bridge.client.turn_driver import TurnDriver
 from acp_bridge.core.lifecycle import AgentPhase
-from acp_bridge.core.turn_machine import TurnTimings
+from acp_bridge.core.turn_machine import EndedBy, TurnStatus, TurnTimings
 from acp_bridge.errors import AgentExitedError, ResourceClosedError
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnDriver, TurnPolicy
 from acp_bridge.wire.acp import PromptAnswer
 
 pytestmark = pytest.mark.anyio
@@ -107,11 +107,11 @@ async def test_a_driven_stubborn_turn_has_one_grace_window_and_one_cancel(
         driver = TurnDriver(session, TurnPolicy(timings=TurnTimings(cancel_grace_s=0.5)))
 
         async def cancel_soon(event: Any) -> None:
-            driver.request_cancel("test")
+            driver.request_cancel(EndedBy.CALLER)
 
         with anyio.fail_after(20):
             outcome = await driver.run("echo x; hang", cancel_soon)
-        assert outcome.status == "cancelled" and outcome.quarantined
+        assert outcome.status is TurnStatus.CANCELLED and outcome.quarantined
         assert cancels == ["out"]
         assert (await session.run("echo next")).stop_reason == "end_turn"
         assert agent.generation == 2
@@ -135,22 +135,22 @@ async def test_leaving_a_prompt_early_on_a_stubborn_agent_quarantines_it(tmp_pat
 
 
 async def test_a_turn_ends_once_whichever_of_answer_and_failure_comes_first() -> None:
-    answered = Turn("s1", timings=TurnTimings())
+    answered = Turn("s1")
     answered.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
     answered.fail_now(AgentExitedError("late failure", recoverable=True))
     assert (await answered.wait()).stop_reason == "end_turn"
     assert answered.machine.outcome is not None
-    assert answered.machine.outcome.status == "done"
+    assert answered.machine.outcome.status is TurnStatus.DONE
     answered.close()
 
-    failed = Turn("s2", timings=TurnTimings())
+    failed = Turn("s2")
     failed.fail_now(AgentExitedError("it died", recoverable=True))
     failed.finish_now(PromptAnswer.read({"stopReason": "end_turn"}))
     with pytest.raises(AgentExitedError, match="it died"):
         await failed.wait()
     assert failed.stop_reason is None  # the late answer was not recorded beside the failure
     assert failed.machine.outcome is not None
-    assert failed.machine.outcome.status == "failed"
+    assert failed.machine.outcome.status is TurnStatus.FAILED
     failed.close()
 
 
@@ -296,14 +296,14 @@ async def test_a_stubborn_agent_flooding_updates_is_still_closed_at_the_grace_wi
         )
 
         async def slow_consumer(event: Any) -> None:
-            driver.request_cancel("test")
+            driver.request_cancel(EndedBy.CALLER)
             # The behaviour under test: a consumer slower than the agent, so the buffer never
             # runs empty and the driver's wait never blocks.
             await anyio.sleep(0.002)
 
         with anyio.fail_after(30):
             outcome = await driver.run("on-cancel ignore; flood 200000", slow_consumer)
-        assert outcome.status == "cancelled" and outcome.quarantined
+        assert outcome.status is TurnStatus.CANCELLED and outcome.quarantined
 
 
 async def test_updates_after_the_answer_are_kept_as_strays_not_given_to_the_turn(

@@ -17,12 +17,13 @@ import pytest
 
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import open_supervised_agent
-from acp_bridge.core.turn_machine import TurnTimings
+from acp_bridge.client.turn import TurnPolicy
+from acp_bridge.client.turn_driver import TurnDriver
+from acp_bridge.core.turn_machine import EndedBy, TurnStatus, TurnTimings
 from acp_bridge.errors import AgentExitedError
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnDriver, TurnPolicy
 
 trio_testing = pytest.importorskip("trio.testing")
 
@@ -69,12 +70,12 @@ async def test_a_long_grace_window_and_restart_delay_run_on_the_mock_clock(
         driver = TurnDriver(session, TurnPolicy(timings=TurnTimings(cancel_grace_s=GRACE_S)))
 
         async def cancel_at_once(_event: object) -> None:
-            driver.request_cancel("test")
+            driver.request_cancel(EndedBy.CALLER)
 
         started = anyio.current_time()
         outcome = await driver.run("echo x; hang", cancel_at_once)
         closed_after = anyio.current_time() - started
-        assert outcome.status == "cancelled" and outcome.quarantined
+        assert outcome.status is TurnStatus.CANCELLED and outcome.quarantined
         assert GRACE_S <= closed_after < GRACE_S + 5  # on the mock clock
         response = await session.run("echo next")  # a quarantine restarts at once
         assert response.stop_reason == "end_turn"

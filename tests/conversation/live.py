@@ -17,6 +17,7 @@ import anyio
 
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.records import StoredMessage
@@ -25,7 +26,6 @@ from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnPolicy
 
 AGENTS = Path(__file__).resolve().parents[2] / "fixtures" / "agents"
 OPTIONS = ClientOptions(

@@ -13,6 +13,7 @@ import pytest
 
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.store import QueueStore
@@ -20,7 +21,6 @@ from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -277,7 +277,7 @@ async def test_a_message_stopped_before_its_turn_began_ends_with_no_duration_nor
         await conv.stop()
         assert await idle(conv) == "paused"
         assert finals(store) == {1: "failed", 2: "cancelled"}
-        assert conv._prompts == {}  # the leak this test is about
+        assert conv._turns.prompts == {}  # the leak this test is about
     ended = next(e for e in seen if e["event"] == "turn_ended" and e["seq"] == 2)
     assert ended["duration_ms"] == 0
     assert started(seen) == [1]

@@ -20,6 +20,7 @@ import pytest
 
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.store import QueueStore
@@ -28,7 +29,6 @@ from acp_bridge.errors import ResourceClosedError
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnPolicy
 from tests.conversation.gates import leave_the_event_loop
 
 pytestmark = pytest.mark.anyio

@@ -27,11 +27,9 @@ ALLOWED = {
     "process": {"errors", "record", "wire", "rpc"},  # design.md: process sits above rpc
     # The one core under every front-end: lifecycle, generations, restore plan, turn machine.
     "core": {"errors", "record", "clock", "wire", "rpc", "process"},
+    # Sessions and turns: the one performer of the turn machine (design.md).
     "client": {"errors", "record", "clock", "version", "wire", "rpc", "process", "core"},
-    "session": {"errors", "record", "wire", "rpc", "process", "core", "client"},
-    "conversation": {
-        "errors", "record", "wire", "rpc", "process", "core", "client", "session", "sqlite_wal",
-    },
+    "conversation": {"errors", "record", "wire", "rpc", "process", "core", "client", "sqlite_wal"},
     "proxy": {"errors", "record", "clock", "wire", "rpc", "process", "core"},
     "cli": {
         "errors",
@@ -42,7 +40,6 @@ ALLOWED = {
         "process",
         "core",
         "client",
-        "session",
         "conversation",
         "proxy",
         "agents",

@@ -18,9 +18,10 @@ import pytest
 from acp_bridge.client.events import UpdateReceived
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import open_supervised_agent
-from acp_bridge.core.turn_machine import TurnTimings
+from acp_bridge.client.turn import TurnPolicy
+from acp_bridge.client.turn_driver import TurnDriver
+from acp_bridge.core.turn_machine import EndedBy, TurnStatus, TurnTimings
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnDriver, TurnPolicy
 
 trio_testing = pytest.importorskip("trio.testing")
 
@@ -55,18 +56,18 @@ class Texts:
         if isinstance(event, UpdateReceived):
             self.texts.append(str(event.raw.get("content", {}).get("text", "")))
             if self.cancel:
-                self.driver.request_cancel("test")
+                self.driver.request_cancel(EndedBy.CALLER)
 
 
 async def test_a_prompt_after_a_quiet_pause_does_not_wait_again(tmp_path: Path) -> None:
     async with open_supervised_agent(fake("slow_agent.py"), OPTIONS) as agent:
         driver = TurnDriver(await agent.new_session(tmp_path), POLICY)
         first = await driver.run("echo x; wait", Texts(driver, cancel=True))
-        assert first.status == "cancelled"
+        assert first.status is TurnStatus.CANCELLED
         await anyio.sleep(SETTLE_S)  # the caller's own pause; the agent sends nothing
         started = anyio.current_time()
         second = await driver.run("echo y", Texts(driver))
-        assert second.status == "done"
+        assert second.status is TurnStatus.DONE
         assert anyio.current_time() - started < SETTLE_S  # no second window
 
 
@@ -86,14 +87,14 @@ async def test_an_update_after_the_turn_ended_starts_the_window_again(tmp_path: 
 
         agent.connection.peer.add_observer(observe)
         first = await driver.run("late 3 300; echo x; wait", Texts(driver, cancel=True))
-        assert first.status == "cancelled"
+        assert first.status is TurnStatus.CANCELLED
         await last_late.wait()
         await anyio.sleep(SETTLE_S)  # the caller's pause: as long as the window, not quiet
         assert session.updates_seen == 4  # "x", then the three late ones
         started = anyio.current_time()
         texts = Texts(driver)
         second = await driver.run("echo two", texts)
-        assert second.status == "done"
+        assert second.status is TurnStatus.DONE
         waited = anyio.current_time() - started
         assert waited > SETTLE_S - 1  # a whole quiet window after the late chunks
         assert texts.texts == ["two"]

@@ -1,4 +1,5 @@
-"""TurnDriver against real agents: cooperative, stubborn, wrong stopReason, late updates."""
+"""Turns against real agents, through the TurnDriver and the Session's own calls: cooperative,
+stubborn, wrong stopReason, late updates, deadlines."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import pytest
 from acp_bridge.client.events import ToolCallClosed, UpdateReceived
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.supervisor import open_supervised_agent
-from acp_bridge.core.turn_machine import TurnTimings
+from acp_bridge.client.turn import TurnPolicy
+from acp_bridge.client.turn_driver import TurnDriver
+from acp_bridge.core.turn_machine import EndedBy, TurnStatus, TurnTimings
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
-from acp_bridge.session.driver import TurnDriver, TurnPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -46,7 +48,7 @@ class Recorder:
         self.events.append(event)
         updates = sum(isinstance(e, UpdateReceived) for e in self.events)
         if self.cancel_after is not None and updates == self.cancel_after:
-            self.driver.request_cancel("stop")
+            self.driver.request_cancel(EndedBy.STOP)
 
     def texts(self) -> list[str]:
         return [
@@ -63,11 +65,11 @@ async def test_a_cooperative_agent_cancels_and_the_turn_reads_cancelled(tmp_path
         with anyio.fail_after(20):
             outcome = await driver.run("echo waiting; wait", recorder)
         assert (outcome.status, outcome.stop_reason, outcome.quarantined) == (
-            "cancelled",
+            TurnStatus.CANCELLED,
             "cancelled",
             False,
         )
-        assert outcome.cancel_reason == "stop"
+        assert outcome.ended_by is EndedBy.STOP
         assert agent.generation == 1
 
 
@@ -77,14 +79,14 @@ async def test_end_turn_in_answer_to_a_cancel_still_closes_the_turn_as_cancelled
     async with open_supervised_agent(fake("wrong_stop_agent.py"), OPTIONS) as agent:
         driver = TurnDriver(await agent.new_session(tmp_path), POLICY)
         outcome = await driver.run("echo x; tool in_progress; wait", Recorder(driver, 1))
-    assert (outcome.status, outcome.stop_reason) == ("cancelled", "end_turn")
+    assert (outcome.status, outcome.stop_reason) == (TurnStatus.CANCELLED, "end_turn")
 
 
 async def test_an_error_answer_during_the_drain_closes_quietly(tmp_path: Path) -> None:
     async with open_supervised_agent(fake("slow_agent.py"), OPTIONS) as agent:
         driver = TurnDriver(await agent.new_session(tmp_path), POLICY)
         outcome = await driver.run("on-cancel error; echo x; wait", Recorder(driver, 1))
-    assert outcome.status == "cancelled"
+    assert outcome.status is TurnStatus.CANCELLED
     assert outcome.error is not None
 
 
@@ -98,13 +100,13 @@ async def test_a_stubborn_agent_is_quarantined_at_the_grace_window_and_replaced(
         recorder = Recorder(driver, cancel_after=1)
         with anyio.fail_after(20):
             outcome = await driver.run("echo x; tool in_progress; hang", recorder)
-            assert outcome.status == "cancelled" and outcome.quarantined
+            assert outcome.status is TurnStatus.CANCELLED and outcome.quarantined
             # The open tool call was closed once, as failed.
             closed = [e for e in recorder.events if isinstance(e, ToolCallClosed)]
             assert len(closed) == 1
             # The next turn runs on the restored session, on a new process.
             after = await driver.run("echo next", Recorder(driver))
-        assert after.status == "done"
+        assert after.status is TurnStatus.DONE
         assert agent.generation == 2
 
 
@@ -119,10 +121,10 @@ async def test_a_cancel_requested_before_the_turn_starts_applies_to_it(tmp_path:
 
             tg.start_soon(run)
             await anyio.wait_all_tasks_blocked()
-            driver.request_cancel("stop")
-            driver.request_cancel("stop again")  # harmless
-        assert result[0].status == "cancelled"
-        assert result[0].cancel_reason == "stop"
+            driver.request_cancel(EndedBy.STOP)
+            driver.request_cancel(EndedBy.CLOSE)  # harmless
+        assert result[0].status is TurnStatus.CANCELLED
+        assert result[0].ended_by is EndedBy.STOP
 
 
 async def test_late_updates_after_the_answer_never_reach_the_next_turn(tmp_path: Path) -> None:
@@ -131,7 +133,7 @@ async def test_late_updates_after_the_answer_never_reach_the_next_turn(tmp_path:
         first = await driver.run("echo one", Recorder(driver))
         second_recorder = Recorder(driver)
         second = await driver.run("echo two", second_recorder)
-    assert first.status == second.status == "done"
+    assert first.status is second.status is TurnStatus.DONE
     assert not [t for t in second_recorder.texts() if t.startswith("late-1-")]
 
 
@@ -145,7 +147,7 @@ async def test_late_updates_without_message_ids_are_fenced_after_a_cancel(
         first = await driver.run("late 3000; echo x; wait", Recorder(driver, cancel_after=1))
         second_recorder = Recorder(driver)
         await driver.run("echo two", second_recorder)
-    assert first.status == "cancelled"
+    assert first.status is TurnStatus.CANCELLED
     assert not [t for t in second_recorder.texts() if t.startswith("late-")]
     assert any(
         str(u.get("content", {}).get("text", "")).startswith("late-") for u in session.stray_updates
@@ -157,16 +159,21 @@ async def test_the_idle_deadline_cancels_a_silent_turn(tmp_path: Path) -> None:
         policy = TurnPolicy(timings=TurnTimings(cancel_grace_s=0.5, idle_timeout_s=0.3))
         driver = TurnDriver(await agent.new_session(tmp_path), policy)
         outcome = await driver.run("echo x; wait", Recorder(driver))
-    assert outcome.status == "cancelled"
-    assert outcome.cancel_reason == "the agent sent nothing for 0.3 s"
+    assert outcome.status is TurnStatus.CANCELLED
+    assert outcome.ended_by is EndedBy.IDLE_DEADLINE
+    assert outcome.reason == "the agent sent nothing for 0.3 s"
 
 
 async def test_a_crash_mid_turn_is_a_recoverable_failure(tmp_path: Path) -> None:
     async with open_supervised_agent(fake("echo_agent.py"), OPTIONS) as agent:
         driver = TurnDriver(await agent.new_session(tmp_path), POLICY)
         outcome = await driver.run("echo x; crash 4", Recorder(driver))
-        assert (outcome.status, outcome.recoverable) == ("failed", True)
-        assert (await driver.run("echo again", Recorder(driver))).status == "done"
+        assert (outcome.status, outcome.ended_by, outcome.recoverable) == (
+            TurnStatus.FAILED,
+            EndedBy.CRASH,
+            True,
+        )
+        assert (await driver.run("echo again", Recorder(driver))).status is TurnStatus.DONE
 
 
 async def test_cancel_writes_session_cancel_in_the_callers_task(tmp_path: Path) -> None:
@@ -193,7 +200,7 @@ async def test_cancel_writes_session_cancel_in_the_callers_task(tmp_path: Path) 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run_turn)
                 await first.wait()
-                await driver.cancel("stop")
+                await driver.cancel(EndedBy.STOP)
                 assert cancels == ["out"]  # written before cancel() returned
-        assert outcome is not None and outcome.status == "cancelled"
+        assert outcome is not None and outcome.status is TurnStatus.CANCELLED
         assert cancels == ["out"]  # and only once

@@ -1,1 +1,0 @@
-"""Turns: the pure turn state machine and the driver that owns the cancel grace window."""
