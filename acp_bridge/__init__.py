@@ -43,6 +43,9 @@ _EXPORTS = {
     "Session": "acp_bridge.client.session",
     "Turn": "acp_bridge.client.turn",
     "TurnTimings": "acp_bridge.core.turn_machine",
+    "TurnOutcome": "acp_bridge.core.turn_machine",
+    "TurnStatus": "acp_bridge.core.turn_machine",
+    "EndedBy": "acp_bridge.core.turn_machine",
     "PromptResponse": "acp_bridge.wire.acp",
     # its events: agent.subscribe() (the lifecycle), iterating a turn (the rest)
     "AgentStarted": "acp_bridge.client.events",
@@ -97,6 +100,9 @@ __all__ = [  # noqa: RUF022  (grouped by level, as _EXPORTS are, not sorted)
     "Session",
     "Turn",
     "TurnTimings",
+    "TurnOutcome",
+    "TurnStatus",
+    "EndedBy",
     "PromptResponse",
     "AgentStarted",
     "AgentExited",
@@ -159,7 +165,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads the
     from acp_bridge.conversation.records import ConversationRecord
     from acp_bridge.conversation.store import QueueStore
     from acp_bridge.conversation.usage import UsageTotals
-    from acp_bridge.core.turn_machine import TurnTimings
+    from acp_bridge.core.turn_machine import EndedBy, TurnOutcome, TurnStatus, TurnTimings
     from acp_bridge.errors import (
         AgentError,
         AgentExitedError,

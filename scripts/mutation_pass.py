@@ -45,8 +45,8 @@ MUTANTS = [
     Mutant(
         "lifecycle: never remember that a generation got ready",
         "acp_bridge/core/lifecycle.py",
-        "                self._ever_ready = True\n",
-        "                pass\n",
+        "        self._ever_ready = True\n",
+        "        pass\n",
         (LIFECYCLE, DEFECTS),
     ),
     Mutant(
@@ -65,9 +65,9 @@ MUTANTS = [
     ),
     Mutant(
         "supervisor: waiters are not notified after a transition",
-        "acp_bridge/client/supervisor.py",
-        "        actions = self._lifecycle.handle(event)\n        self._changed.notify_all()\n",
-        "        actions = self._lifecycle.handle(event)\n",
+        "acp_bridge/core/supervisor.py",
+        "        actions = self.lifecycle.handle(event)\n        self.changed.notify_all()\n",
+        "        actions = self.lifecycle.handle(event)\n",
         (DEFECTS, SUPERVISED),
     ),
     Mutant(
