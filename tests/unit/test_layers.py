@@ -16,6 +16,8 @@ ALLOWED = {
     "errors": set(),
     # Standard library only, at the bottom like errors: both SQLite files open through it.
     "sqlite_wal": set(),
+    # Opening paths another user could have planted (issue 21): standard library and errors.
+    "safe_files": {"errors"},
     # The frozen-dataclass decorator (standard library and typing_extensions): any layer.
     "record": set(),
     # The event loop's clock, as anyio.current_time() reads it (anyio only): any layer.
@@ -31,8 +33,9 @@ ALLOWED = {
     "session": {"errors", "record", "wire", "rpc", "process", "core", "client"},
     "conversation": {
         "errors", "record", "wire", "rpc", "process", "core", "client", "session", "sqlite_wal",
+        "safe_files",
     },
-    "proxy": {"errors", "record", "clock", "wire", "rpc", "process", "core"},
+    "proxy": {"errors", "record", "clock", "wire", "rpc", "process", "core", "safe_files"},
     "cli": {
         "errors",
         "record",
@@ -46,9 +49,10 @@ ALLOWED = {
         "conversation",
         "proxy",
         "agents",
+        "safe_files",
     },
     # The built-in reference agent: a separate program on the protocol's lower layers only.
-    "agents": {"errors", "record", "version", "wire", "rpc", "sqlite_wal"},
+    "agents": {"errors", "record", "version", "wire", "rpc", "sqlite_wal", "safe_files"},
 }
 PURE_MODULES = [
     "wire",
