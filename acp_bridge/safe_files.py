@@ -87,7 +87,7 @@ def check_directory(path: str) -> None:
     """
     st = os.stat(path)  # a symbolic link to a directory is the directory it names
     if not stat.S_ISDIR(st.st_mode):
-        raise UnsafeFileError(path, "not a directory")
+        raise UnsafeFileError(path, "it is not a directory; acp-bridge will not use it")
     if st.st_uid not in (os.geteuid(), _ROOT):
         reason = f"the directory is owned by uid {st.st_uid}, who could replace files in it"
     elif st.st_mode & _OTHERS_WRITE and not st.st_mode & stat.S_ISVTX:
@@ -190,11 +190,11 @@ def open_private_file(
     return fd
 
 
-def open_regular(path: str, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+def open_regular(path: str, flags: int = os.O_RDONLY, mode: int = PRIVATE_FILE_MODE) -> int:
     """Open ``path`` (symbolic links followed) only if it is a regular file, never blocking on
     a FIFO: looked at first, opened ``O_NONBLOCK``, checked again with ``fstat``. With
     ``os.O_CREAT`` in ``flags``, a missing file is created with ``mode`` exactly (whatever the
-    umask). The caller closes the descriptor; it is blocking again.
+    umask; 0600 unless told). The caller closes the descriptor; it is blocking again.
 
     Raises:
         UnsafeFileError: it is not a regular file (a FIFO, a device, a directory, a socket).

@@ -93,7 +93,7 @@ def test_a_proxy_log_that_is_a_fifo_is_refused_without_blocking(fifo: Path) -> N
     assert str(fifo) in line and "FIFO" in line, line
 
 
-def test_a_proxy_log_is_created_private_and_appended_to(tmp_path: Path) -> None:
+def test_a_proxy_log_is_created_private(tmp_path: Path) -> None:
     log = tmp_path / "proxy.log"
     result = bridge("proxy", "-v", "--log", str(log), "--", *ECHO)
     assert result.returncode == 0, result.stderr
