@@ -39,8 +39,10 @@ __all__ = [
     "RpcError",
     "SessionRestoreError",
     "SpawnError",
+    "StoreReplacedError",
     "UnknownConversationError",
     "UnknownMessageError",
+    "UnsafeFileError",
 ]
 
 
@@ -270,6 +272,22 @@ class AlreadyRunningError(QueueStoreError):
         )
         self.conversation_id = conversation_id
         self.running_seq = running_seq
+
+
+class StoreReplacedError(QueueStoreError):
+    """The store's file was deleted, moved away or replaced while this process had it open:
+    what it commits would no longer be in the store at its path, so it commits nothing more."""
+
+
+class UnsafeFileError(BridgeError):
+    """A file or directory acp-bridge was given is not one it may use: a symbolic link, a FIFO
+    or device where a regular file belongs, or something another user owns or can write. It
+    was refused before anything was read from it or written to it."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
 
 
 class ConfigMismatchError(BridgeError):

@@ -73,11 +73,23 @@ class WalCheckpointer:
     more than it would without this class.
     """
 
-    def __init__(self, path: str, *, every: int = CHECKPOINT_EVERY) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        every: int = CHECKPOINT_EVERY,
+        identity: tuple[int, int] | None = None,
+    ) -> None:
+        """``identity``: the file's (device, inode) as the committing connection opened it; the
+        thread, which opens the file by its path later, checkpoints only that file (a store
+        removed or replaced meanwhile is not checkpointed, and the committing side reports
+        it)."""
         self._path = path
+        self._identity = identity
         # Opened later, from another thread: absolute now (a chdir meanwhile must not change
         # the file), and read-write only (never create an empty file where the store was).
-        self._uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
+        self._absolute = os.path.abspath(path)
+        self._uri = "file:" + urllib.parse.quote(self._absolute) + "?mode=rw"
         self._every = every
         self._commits = 0
         self._done_at = 0  # the commit count when the last checkpoint began
@@ -136,6 +148,9 @@ class WalCheckpointer:
             conn = sqlite3.connect(
                 self._uri, uri=True, isolation_level=None, check_same_thread=False
             )
+            if not self._is_the_file():
+                log.warning("%s: no background checkpoints: the file was replaced", self._path)
+                return
             while True:
                 self._wake.wait()
                 self._wake.clear()
@@ -160,3 +175,14 @@ class WalCheckpointer:
         finally:
             if conn is not None:
                 conn.close()
+
+    def _is_the_file(self) -> bool:
+        """The path names the file the committing connection has open (SQLite has opened it
+        for this connection by now: a check after that open)."""
+        if self._identity is None:
+            return True
+        try:
+            st = os.lstat(self._absolute)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._identity

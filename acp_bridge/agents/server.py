@@ -35,6 +35,7 @@ from acp_bridge.agents.turn import TurnDeps, run_turn
 from acp_bridge.errors import RpcError
 from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
 from acp_bridge.rpc.peer import JsonRpcPeer
+from acp_bridge.safe_files import read_regular
 from acp_bridge.version import __version__
 from acp_bridge.wire.acp import (
     CancelNotification,
@@ -74,7 +75,8 @@ class ReferenceAgent:
         peer.add_observer(self._note_prompt)
         self._script: MockScript | None = None
         if config.mock_script is not None:
-            self._script = MockScript.parse(config.mock_script.read_text(encoding="utf-8"))
+            text = read_regular(str(config.mock_script)).decode("utf-8")  # never a FIFO
+            self._script = MockScript.parse(text)
         for method, handler in {
             "initialize": self.initialize,
             "authenticate": self.authenticate,

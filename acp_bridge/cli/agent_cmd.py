@@ -43,12 +43,14 @@ def agent_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         return EXIT_AGENT_FAILED
     from acp_bridge.agents.config import DEFAULT_MODEL, AgentConfig, default_history_path
     from acp_bridge.agents.mock_script import MockScript, MockScriptError
+    from acp_bridge.errors import UnsafeFileError
+    from acp_bridge.safe_files import read_regular
 
     script = Path(args.mock_script).resolve() if args.mock_script else None
     if script is not None:
-        try:
-            MockScript.parse(script.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, MockScriptError) as exc:
+        try:  # a regular file only: a FIFO would block here until some writer came
+            MockScript.parse(read_regular(str(script)).decode("utf-8"))
+        except (OSError, UnicodeDecodeError, MockScriptError, UnsafeFileError) as exc:
             print(f"acp-bridge agent: bad --mock-script {script}: {exc}", file=sys.stderr)
             return EXIT_USAGE
     config = AgentConfig(

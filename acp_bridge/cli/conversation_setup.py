@@ -33,7 +33,7 @@ from acp_bridge.conversation.reconcile import reconcile
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.core.turn_machine import TurnTimings
-from acp_bridge.errors import ConfigMismatchError, QueueStoreError
+from acp_bridge.errors import ConfigMismatchError, QueueStoreError, UnsafeFileError
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 
@@ -72,7 +72,8 @@ def claim_conversation(
         make_private_dir(store_path.parent)
         store = QueueStore.open(store_path, durability=getattr(args, "durability", "process"))
     except (OSError, QueueStoreError) as exc:
-        _say(f"cannot open the store {store_path}: {exc}")
+        text = str(exc)  # one line that names the store once
+        _say(text if str(store_path) in text else f"cannot open the store {store_path}: {text}")
         return EXIT_USAGE
     try:
         record = _conversation(store, args, agent)
@@ -83,7 +84,7 @@ def claim_conversation(
     owner = ConversationOwner(store_path, record.id)
     try:
         owner.acquire()  # before anything reads or recovers its messages
-    except ConversationBusyError as exc:
+    except (ConversationBusyError, UnsafeFileError) as exc:
         store.close()
         _say(str(exc))
         return EXIT_USAGE

@@ -1,8 +1,11 @@
 """``conversations``, ``show`` and ``prune``: the stored conversations, read from the store.
 
-Reading never creates a store: with no file at ``--store``, ``conversations`` lists nothing and
-``show`` reports the id unknown. Opening an existing store of an older acp-bridge upgrades its
-schema (as ``run`` would); a store of a newer one is refused.
+Reading never writes (issue 21): with no file at ``--store``, ``conversations`` lists nothing and
+``show`` reports the id unknown; an existing store is opened read-only (nothing in or beside it
+changes, so a store you may read but not write can be read), and one of an older acp-bridge is
+read as it is, its file upgraded only by a command that writes (``run``, ``chat``, ``prune``). A
+store of a newer acp-bridge is refused, and so is a file that is not a private acp-bridge store
+of yours (see :mod:`acp_bridge.conversation.store`).
 
 An unknown conversation id is a usage error (exit 2), like ``run --conversation ID``: the
 command was given something that does not exist. ``show`` also takes a unique prefix of an id;
@@ -33,7 +36,7 @@ from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.conversation.records import ConversationRecord, StoredMessage
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.transcript import REPLY_LIMIT_BYTES
-from acp_bridge.errors import QueueStoreError
+from acp_bridge.errors import QueueStoreError, UnsafeFileError
 
 __all__ = ["conversations_command", "prune_command", "show_command"]
 
@@ -46,7 +49,7 @@ class _Refused(Exception):
 
 def conversations_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
-        with _open_store(args) as store:
+        with _open_store(args, read_only=True) as store:
             summaries = [] if store is None else store.conversation_summaries()
     except _Refused as exc:
         return _fail(str(exc))
@@ -70,7 +73,7 @@ def conversations_command(parser: argparse.ArgumentParser, args: argparse.Namesp
 
 def show_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
-        with _open_store(args) as store:
+        with _open_store(args, read_only=True) as store:
             if store is None:
                 raise _Refused(
                     f"no stored conversation {args.conversation_id!r}: there is no store at "
@@ -98,7 +101,7 @@ def prune_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     now = time.time()
     removed = skipped = 0
     try:
-        with _open_store(args) as store:
+        with _open_store(args, read_only=False) as store:
             summaries = [] if store is None else store.conversation_summaries()
             for index, summary in enumerate(summaries):  # most recently active first
                 record = summary.record
@@ -131,6 +134,8 @@ def _remove(store: QueueStore, store_path: Path, conversation_id: str, *, dry_ru
     except ConversationBusyError as exc:
         _say(f"skipping {exc}")
         return False
+    except UnsafeFileError as exc:  # the locks directory itself: every conversation's
+        raise _Refused(f"cannot check who owns conversation {conversation_id}: {exc}") from exc
     except (OSError, ValueError) as exc:
         _say(f"skipping conversation {conversation_id}: cannot check its owner lock ({exc})")
         return False
@@ -155,16 +160,18 @@ def _store_path(args: argparse.Namespace) -> Path:
 
 
 @contextmanager
-def _open_store(args: argparse.Namespace) -> Iterator[QueueStore | None]:
+def _open_store(args: argparse.Namespace, *, read_only: bool) -> Iterator[QueueStore | None]:
     """The store at ``--store``, or None when there is no file there (nothing is created)."""
     path = _store_path(args)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():  # a dangling link is refused, not absent
         yield None
         return
     try:
-        store = QueueStore.open(path)
+        store = QueueStore.open(path, read_only=read_only)
     except QueueStoreError as exc:
-        raise _Refused(f"cannot read the store {path}: {exc}") from exc
+        text = str(exc)  # one line that names the store once
+        line = text if str(path) in text else f"cannot read the store {path}: {text}"
+        raise _Refused(line) from exc
     try:
         yield store
     except QueueStoreError as exc:

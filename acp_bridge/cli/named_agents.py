@@ -249,12 +249,18 @@ def _config_location(explicit: str | None) -> tuple[Path, bool]:
 
 
 def _read(path: Path, what: str) -> str:
-    """The file's text, at most MAX_CONFIG_BYTES (a larger file is refused, not truncated)."""
+    """The file's text, at most MAX_CONFIG_BYTES (a larger file is refused, not truncated). Only
+    a regular file is read: a FIFO or a device is refused without being opened blocking."""
     from acp_bridge.cli.agent_config import MAX_CONFIG_BYTES, ConfigError
+    from acp_bridge.errors import UnsafeFileError
+    from acp_bridge.safe_files import read_regular
 
     try:
-        with path.open("rb") as file:
-            data = file.read(MAX_CONFIG_BYTES + 1)
+        data = read_regular(str(path), MAX_CONFIG_BYTES)
+    except UnsafeFileError as exc:
+        raise ConfigError(
+            str(path), None, f"the {what} {exc.reason.removeprefix('it ')}", "give a regular file"
+        ) from None
     except OSError as exc:
         raise ConfigError(
             str(path), None, f"cannot read the {what} ({exc.strerror})", "check the path"
@@ -271,9 +277,11 @@ def _read(path: Path, what: str) -> str:
 
 
 def _registry_line(config_path: Path) -> int | None:
+    from acp_bridge.cli.agent_config import ConfigError
+
     try:
-        lines = config_path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = _read(config_path, "config file").splitlines()
+    except ConfigError:
         return None
     return next(
         (n for n, text in enumerate(lines, 1) if text.lstrip().startswith("registry")), None

@@ -5,6 +5,13 @@ the umask). The owner writes its pid into it for the error message of a second p
 kernel releases the lock when the owner's descriptor closes, so a crashed owner (even after
 ``kill -9``) cannot keep it; a stale file with a dead pid in it holds nothing.
 
+Both are private files (:mod:`acp_bridge.safe_files`, issue 21): the directory is opened
+``O_NOFOLLOW`` and the lock file relative to that descriptor, ``O_NOFOLLOW`` too, and each is
+checked with ``fstat`` before anything is changed. A locks directory or a lock file that another
+user made or can write, a symbolic link planted in place of either, or a lock file with other
+hard links is refused (:class:`~acp_bridge.errors.UnsafeFileError`): it is never truncated,
+chmodded or written through. Only a lock file this process created is chmodded (to 0600).
+
 The descriptor is not inherited by children (``os.open`` makes it non-inheritable), so an agent
 that outlives the bridge does not keep the conversation locked.
 """
@@ -15,6 +22,8 @@ import contextlib
 import fcntl
 import os
 from pathlib import Path
+
+from acp_bridge.safe_files import open_private_directory, open_private_file
 
 __all__ = ["ConversationBusyError", "ConversationOwner", "lock_path"]
 
@@ -50,11 +59,20 @@ class ConversationOwner:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock now or raise :class:`ConversationBusyError` (never waits)."""
-        _private_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        """Take the lock now or raise :class:`ConversationBusyError` (never waits).
+
+        Raises:
+            ConversationBusyError: another live process holds it.
+            UnsafeFileError: the locks directory or the lock file is not a private file of
+                yours (see the module's text); nothing was changed.
+            OSError: the directory or the file could not be created or opened.
+        """
+        directory = open_private_directory(str(self.path.parent), create=True)
         try:
-            os.fchmod(fd, 0o600)  # the umask may have taken bits away; never adds any
+            fd = open_private_file(self.path.name, dir_fd=directory, shown_as=str(self.path))
+        finally:
+            os.close(directory)
+        try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -72,14 +90,6 @@ class ConversationOwner:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             os.close(fd)  # closing the last descriptor releases the flock
-
-
-def _private_dir(directory: Path) -> None:
-    try:
-        directory.mkdir(mode=0o700)
-    except FileExistsError:
-        return
-    directory.chmod(0o700)  # the umask may have taken bits away
 
 
 def _read_pid(fd: int) -> int | None:

@@ -20,12 +20,13 @@ import anyio
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
 from acp_bridge.cli.named_agents import resolve_agent
 from acp_bridge.core.restore_plan import RestoreBudget
-from acp_bridge.errors import SpawnError
+from acp_bridge.errors import SpawnError, UnsafeFileError
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.proxy.recorder import FLUSH_EVERY_S, MIN_MAX_BYTES, Recorder
 from acp_bridge.proxy.relay import ProxyOptions, ProxyRelay
 from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
+from acp_bridge.safe_files import open_regular
 
 __all__ = ["proxy_command"]
 
@@ -45,6 +46,9 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         _configure_logging(args.log, verbosity)
     except OSError as exc:
         print(f"acp-bridge proxy: cannot open the log {args.log}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    except UnsafeFileError as exc:
+        print(f"acp-bridge proxy: cannot use the log {exc}", file=sys.stderr)
         return EXIT_USAGE
     if agent.mcp_servers:
         log.warning(
@@ -154,9 +158,10 @@ def _configure_logging(path: str | None, verbosity: int) -> None:
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
-    handler: logging.Handler = (
-        logging.FileHandler(path, encoding="utf-8") if path else logging.StreamHandler(sys.stderr)
-    )
+    handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    if path:  # a regular file only (a FIFO would block the open), created 0600: logs hold prompts
+        fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8"))
     handler.setFormatter(logging.Formatter("acp-bridge proxy: %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(level)

@@ -55,6 +55,7 @@ from acp_bridge.conversation.store import QueueStore
 from acp_bridge.errors import (
     AgentError,
     BridgeError,
+    QueueStoreError,
     SpawnError,
 )
 from acp_bridge.process.early import AdoptedProcess
@@ -246,9 +247,11 @@ async def _run_agent(
                         )
                     interrupts.conversation = None
             except BaseExceptionGroup as group:
-                # e.g. the session asked for could not be restored: the error alone, unwrapped
-                if len(group.exceptions) == 1:
-                    raise group.exceptions[0] from None
+                # e.g. the session asked for could not be restored, or the store was removed
+                # under the run (from a task of a task group): the error alone, unwrapped
+                sole = _sole_error(group)
+                if sole is not None:
+                    raise sole from None
                 raise
             _report_gave_up(agent, printer)
             await printer.flush()
@@ -343,6 +346,21 @@ def _report_gave_up(agent: SupervisedAgent, printer: EventPrinter) -> None:
             name, data = lifecycle_json(event)
             printer.show({"event": name, "ts": round(time.time(), 6), **data})
             return
+
+
+def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The error to report for ``group``: its only error (through nested groups); or, among
+    several, the store's (once the store cannot be written, every later commit fails alike)."""
+    errors = _leaves(group)
+    if len(errors) == 1:
+        return errors[0]
+    return next((error for error in errors if isinstance(error, QueueStoreError)), None)
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
 
 
 def _say(text: str) -> None:

@@ -9,6 +9,10 @@ edited: a change to the schema is a new migration at the end of :data:`MIGRATION
 ``PRAGMA application_id`` marks the file as ours, so that ``--store`` pointed at some other SQLite
 database is refused instead of being filled with our tables.
 
+Checking comes first. :func:`connect` reads the file's ``application_id``, version and tables
+before it changes anything, and :func:`connect_read_only` changes nothing at all: a foreign
+SQLite database given as ``--store`` is left byte for byte as it was (issue 21).
+
 History:
 
 1. conversations, messages (seq, content, state, timestamps, outcome) and the event log.
@@ -27,7 +31,9 @@ History:
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import urllib.parse
 from typing import Final
 
 from acp_bridge.errors import QueueStoreError
@@ -40,6 +46,7 @@ __all__ = [
     "MIGRATIONS",
     "Migration",
     "connect",
+    "connect_read_only",
     "migrate",
     "version_of",
 ]
@@ -137,7 +144,11 @@ LATEST_VERSION: Final = len(MIGRATIONS)
 
 
 def connect(path: str, *, busy_timeout_s: float, fsync: bool = False) -> sqlite3.Connection:
-    """Open ``path`` in autocommit mode, WAL, foreign keys on; migrate it.
+    """Open ``path`` for writing in autocommit mode, WAL, foreign keys on; migrate it.
+
+    Nothing is changed before the file is known to be an acp-bridge store (or a new, empty
+    file): the check reads only, then comes the switch to WAL, then the migrations. A foreign
+    SQLite database given as the store is refused byte for byte as it was (issue 21).
 
     ``fsync=False`` (``synchronous=NORMAL``): a commit is in the WAL, handed to the operating
     system, when it returns; it survives a crash or SIGKILL of this process, and a power loss
@@ -161,6 +172,7 @@ def connect(path: str, *, busy_timeout_s: float, fsync: bool = False) -> sqlite3
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        _read_ownership(conn, path)  # reads only: before any change
         mode = use_wal(conn, busy_timeout_s)
         if mode != "wal" and path != ":memory:":
             raise QueueStoreError(f"{path}: cannot use WAL mode (journal_mode is {mode})")
@@ -168,11 +180,86 @@ def connect(path: str, *, busy_timeout_s: float, fsync: bool = False) -> sqlite3
         migrate(conn, path)
     except sqlite3.Error as exc:
         conn.close()
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:
+            raise QueueStoreError(
+                f"cannot write to the queue store {path}: {exc} (it can only be read here)"
+            ) from exc
         raise QueueStoreError(f"{path} is not a readable acp-bridge queue store: {exc}") from exc
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def connect_read_only(path: str, *, busy_timeout_s: float) -> sqlite3.Connection:
+    """Open the store at ``path`` for reading only: nothing in or beside the file is changed
+    (no WAL switch, no migration), so a store you may read but not write can be read.
+
+    SQLite's ``mode=ro``; when that cannot read a WAL-mode store because its ``-shm`` cannot be
+    made (a read-only directory) and it has no ``-wal`` file, ``immutable=1``: with no WAL,
+    everything committed is in the file itself. A store of an older schema is read through a
+    copy in memory, migrated there (the file keeps its version until a command that writes
+    opens it).
+
+    Raises:
+        QueueStoreError: as :func:`connect`.
+    """
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = _open_uri(path, "mode=ro", busy_timeout_s)
+        try:
+            version = _read_ownership(conn, path)
+        except sqlite3.OperationalError:
+            if os.path.lexists(path + "-wal"):
+                raise
+            conn.close()
+            conn = _open_uri(path, "mode=ro&immutable=1", busy_timeout_s)
+            version = _read_ownership(conn, path)
+        if version < LATEST_VERSION:
+            conn = _migrated_copy(conn, path)
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        raise QueueStoreError(f"{path} is not a readable acp-bridge queue store: {exc}") from exc
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
+    return conn
+
+
+def _read_ownership(conn: sqlite3.Connection, path: str) -> int:
+    """:func:`_check_ownership` in one read transaction (one snapshot: another process may be
+    migrating the file meanwhile); the file's schema version."""
+    conn.execute("BEGIN")
+    try:
+        return _check_ownership(conn, path, LATEST_VERSION)
+    finally:
+        conn.execute("ROLLBACK")
+
+
+def _open_uri(path: str, query: str, busy_timeout_s: float) -> sqlite3.Connection:
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?{query}"
+    conn = sqlite3.connect(
+        uri, uri=True, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+    )
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _migrated_copy(conn: sqlite3.Connection, path: str) -> sqlite3.Connection:
+    """An in-memory copy of ``conn``'s database at the latest schema; ``conn`` is closed."""
+    copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    try:
+        conn.backup(copy)
+        conn.close()
+        copy.row_factory = sqlite3.Row
+        copy.execute("PRAGMA foreign_keys = ON")
+        migrate(copy, path)
+    except BaseException:
+        copy.close()
+        raise
+    return copy
 
 
 def version_of(conn: sqlite3.Connection) -> int:

@@ -48,9 +48,25 @@ driving one conversation; that is the caller's job.)
 Time is an argument (``now``, epoch seconds). ``updated_at`` never goes backwards, so a clock step
 back does not reorder :meth:`~QueueStore.latest_conversation`. Events do not touch it.
 
-Privacy. The store holds prompts. A store file that :meth:`QueueStore.open` creates is mode
-0600 whatever the umask (SQLite gives its ``-wal`` and ``-shm`` files the main file's mode); an
-existing file keeps the mode its owner chose.
+Privacy and trust (issue 21). The store holds prompts, and decides what is prompted next. A
+store file that :meth:`QueueStore.open` creates is mode 0600 whatever the umask, created
+``O_EXCL | O_NOFOLLOW`` (never through a symbolic link, even a dangling one); SQLite gives its
+``-wal`` and ``-shm`` files the main file's mode; an existing file keeps the mode its owner
+chose. A store that is not a regular file of yours, that another user can write, or that lives in
+a directory where another user can swap files, is refused before SQLite opens it, and so are
+``-wal`` and ``-shm`` files that are not yours; after SQLite opened it, the path is checked to
+still name the file checked (see :mod:`.store_file`, which also says what race remains). A file
+that is not an acp-bridge store is refused before anything in it changes (see :mod:`.schema`).
+
+Reading only. ``QueueStore.open(path, read_only=True)`` changes nothing in or beside the file (no
+WAL switch, no migration: SQLite's ``mode=ro``, or ``immutable`` where no ``-wal`` can exist), so
+a store you may read but not write can be listed and shown; every write then raises
+QueueStoreError.
+
+Removed or replaced under a live process. Before each commit the store checks that its path
+still names the file it has open; if not, the commit is rolled back and raises
+:class:`~acp_bridge.errors.StoreReplacedError`: nothing is reported committed that is not in the
+store at its path.
 
 The parts. :class:`QueueStore` is a facade over parts that share one
 :class:`~.store_connection.StoreConnection` (the connection, its lock and transactions, group
@@ -84,12 +100,12 @@ from acp_bridge.conversation.records import (
     FinishedTurn,
     StoredMessage,
 )
-from acp_bridge.conversation.schema import connect
+from acp_bridge.conversation.schema import connect, connect_read_only
 from acp_bridge.conversation.store_catalog import ConversationCatalog, ConversationChanges, LogEntry
 from acp_bridge.conversation.store_connection import StoreConnection
+from acp_bridge.conversation.store_file import StoreFile, is_file_path
 from acp_bridge.conversation.store_reads import QueueReads
 from acp_bridge.conversation.store_rows import StoredRows
-from acp_bridge.conversation.store_sql import create_private
 from acp_bridge.conversation.store_writes import QueueWrites
 
 __all__ = ["BUSY_TIMEOUT_S", "DURABILITIES", "Durability", "QueueStore"]
@@ -108,32 +124,58 @@ class QueueStore:
     A facade: each method is done by one of the parts listed in the module's text, which share
     one connection."""
 
-    def __init__(self, conn: sqlite3.Connection, path: str, *, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: str,
+        *,
+        fsync: bool = False,
+        file: StoreFile | None = None,
+        read_only: bool = False,
+    ) -> None:
         """Use :meth:`open`. ``fsync``: the connection fsyncs every commit
-        (``synchronous=FULL``)."""
-        self._connection = StoreConnection(conn, path, fsync=fsync)
+        (``synchronous=FULL``). ``file``: the store's file as checked at the open.
+        ``read_only``: every write is refused."""
+        self._connection = StoreConnection(
+            conn, path, fsync=fsync, file=file, read_only=read_only
+        )
         rows = StoredRows(path)
         self._catalog = ConversationCatalog(self._connection, rows)
         self._reads = QueueReads(self._connection, rows)
         self._writes = QueueWrites(self._connection, rows)
 
     @classmethod
-    def open(cls, path: Path | str, *, durability: Durability = "process") -> QueueStore:
+    def open(
+        cls, path: Path | str, *, durability: Durability = "process", read_only: bool = False
+    ) -> QueueStore:
         """Open (creating if needed) and migrate the store at ``path`` (``":memory:"`` for tests).
 
         ``durability``: what each commit survives once it returned (see the module's text).
+        ``read_only``: open an existing store for reading only, changing nothing (see the
+        module's text).
 
         Raises:
-            QueueStoreError: the file cannot be opened, is not an SQLite database (corrupt), is
-                not an acp-bridge store, or was written by a newer acp-bridge.
+            QueueStoreError: the file is refused (not a private file of yours, see the module's
+                text), cannot be opened, is not an SQLite database (corrupt), is not an
+                acp-bridge store, or was written by a newer acp-bridge; with ``read_only``, also
+                when there is no file at ``path``.
         """
         name = str(path)
-        if name != ":memory:" and not name.startswith("file:"):
-            create_private(name)
         if durability not in DURABILITIES:
             raise ValueError(f"durability must be one of {DURABILITIES}, not {durability!r}")
         fsync = durability == "power"
-        return cls(connect(name, busy_timeout_s=BUSY_TIMEOUT_S, fsync=fsync), name, fsync=fsync)
+        file = StoreFile.prepare(name, create=not read_only) if is_file_path(name) else None
+        if read_only:
+            conn = connect_read_only(name, busy_timeout_s=BUSY_TIMEOUT_S)
+        else:
+            conn = connect(name, busy_timeout_s=BUSY_TIMEOUT_S, fsync=fsync)
+        if file is not None:
+            try:
+                file.verify_opened(wal_expected=not read_only)
+            except BaseException:
+                conn.close()
+                raise
+        return cls(conn, name, fsync=fsync, file=file, read_only=read_only)
 
     # -- the connection (StoreConnection) ---------------------------------------------------------
 

@@ -2,7 +2,14 @@
 translated once, group commits (:meth:`StoreConnection.batch`) and commits that never wait
 (:meth:`StoreConnection.commit_now_if_free`), the WAL's checkpoints, and closing. Every part of
 the store runs its statements through the one :class:`StoreConnection` it was given. See
-:mod:`.store` for the whole story."""
+:mod:`.store` for the whole story.
+
+Before every commit, with the write lock held, the store's path is checked to still name the
+file this connection has open (:meth:`.StoreFile.is_in_place`, one ``lstat``): a store removed
+or replaced under a live process is detected at its next commit, which is rolled back and raises
+:class:`~acp_bridge.errors.StoreReplacedError` (issue 21). What a commit returns is therefore in
+the file that was at the store's path when it committed. A store opened read-only refuses every
+write."""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from acp_bridge.conversation.store_file import StoreFile, is_file_path
 from acp_bridge.errors import QueueStoreError, ResourceClosedError
 from acp_bridge.sqlite_wal import WalCheckpointer
 
@@ -21,22 +29,37 @@ class StoreConnection:
     """The one connection of a :class:`~.store.QueueStore`, shared by its parts; thread-safe
     (one lock)."""
 
-    def __init__(self, conn: sqlite3.Connection, path: str, *, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: str,
+        *,
+        fsync: bool = False,
+        file: StoreFile | None = None,
+        read_only: bool = False,
+    ) -> None:
         """Use :meth:`QueueStore.open <.store.QueueStore.open>`. ``fsync``: the connection
-        fsyncs every commit (``synchronous=FULL``)."""
+        fsyncs every commit (``synchronous=FULL``). ``file``: the store's file as checked when
+        it was opened, checked again before each commit. ``read_only``: every write is
+        refused."""
         self._conn: sqlite3.Connection | None = conn
         self._path = path
+        self._file = file
+        self._read_only = read_only
         self._lock = threading.Lock()
         # The thread running a batch (see batch()): its calls join the batch's transaction.
         self._batch_thread: int | None = None
         # commit_now_if_free() never waits: not for the disk (so not with an fsync per commit),
         # nor for another process (busy timeout 0 while it tries; restored afterwards).
-        self._commits_without_waiting = not fsync
+        self._commits_without_waiting = not fsync and not read_only
         self._busy_timeout_ms: int = conn.execute("PRAGMA busy_timeout").fetchone()[0]
         # Checkpoints run in a thread of their own, so no commit waits for one.
         self._checkpointer: WalCheckpointer | None = None
-        if path != ":memory:" and not path.startswith("file:"):
-            self._checkpointer = WalCheckpointer(path)
+        if read_only:
+            pass  # nothing to checkpoint: it writes nothing
+        elif is_file_path(path):
+            identity = None if file is None else (file.device, file.inode)
+            self._checkpointer = WalCheckpointer(path, identity=identity)
             conn.execute("PRAGMA wal_autocheckpoint = 0")
         elif path != ":memory:":
             self._commits_without_waiting = False  # a URI: SQLite checkpoints in its commits
@@ -79,12 +102,14 @@ class StoreConnection:
         """
         with self._lock:
             conn = self._open_connection()
+            self._refuse_if_read_only(what)
             due = self._restarts_due()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 self._batch_thread = threading.get_ident()
                 try:
                     yield
+                    self._check_in_place(what)
                     conn.execute("COMMIT")
                     self._committed(conn, restarts_paid=due)
                 except BaseException:
@@ -108,11 +133,15 @@ class StoreConnection:
             return
         with self._lock:
             conn = self._open_connection()
+            if write:
+                self._refuse_if_read_only(what)
             due = self._restarts_due()
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
                     yield conn
+                    if write:
+                        self._check_in_place(what)
                     conn.execute("COMMIT")
                     if write:
                         self._committed(conn, restarts_paid=due)
@@ -160,7 +189,8 @@ class StoreConnection:
                 try:
                     conn.execute("BEGIN IMMEDIATE")  # busy at once if another process writes
                     self._batch_thread = threading.get_ident()
-                    if work():
+                    # Not in place: declined, and the slow way reports it.
+                    if work() and self._is_in_place():
                         conn.execute("COMMIT")
                         committed = True
                         self._committed(conn)
@@ -173,6 +203,18 @@ class StoreConnection:
         except sqlite3.Error:
             pass  # declined (or, after the commit, kept: committed says which)
         return committed
+
+    def _is_in_place(self) -> bool:
+        return self._file is None or self._file.is_in_place()
+
+    def _check_in_place(self, what: str) -> None:
+        """Before a commit, with the write lock held: the path still names our file."""
+        if self._file is not None and not self._file.is_in_place():
+            raise self._file.replaced_error(what)
+
+    def _refuse_if_read_only(self, what: str) -> None:
+        if self._read_only:
+            raise QueueStoreError(f"{self._path}: opened read-only; cannot {what}")
 
     def _restarts_due(self) -> int:
         return 0 if self._checkpointer is None else self._checkpointer.restarts_due

@@ -4,19 +4,15 @@ store does both, once."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
 from acp_bridge.conversation.records import dumps
-from acp_bridge.errors import QueueStoreError
 
 __all__ = [
     "JSON_FIELDS",
-    "PRIVATE_FILE_MODE",
     "as_list",
-    "create_private",
     "delete_conversation",
     "encode_change",
     "insert_event",
@@ -26,24 +22,6 @@ __all__ = [
 ]
 
 JSON_FIELDS: Final = frozenset({"config", "mcp_servers", "additional_directories"})
-
-
-PRIVATE_FILE_MODE: Final = 0o600
-
-
-def create_private(path: str) -> None:
-    """Create ``path`` empty with mode 0600 (the umask can only remove bits, hence the fchmod)
-    before SQLite opens it; leave an existing file as it is."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    except FileExistsError:
-        return
-    except OSError as exc:
-        raise QueueStoreError(f"cannot open the queue store {path}: {exc}") from exc
-    try:
-        os.fchmod(fd, PRIVATE_FILE_MODE)
-    finally:
-        os.close(fd)
 
 
 def queue_position(db: sqlite3.Connection, conversation_id: str, *, next: bool) -> int:

@@ -33,9 +33,9 @@ import contextlib
 import errno
 import logging
 import os
-import stat
 import time
 
+from acp_bridge.errors import UnsafeFileError
 from acp_bridge.proxy.recording import (
     DEFAULT_MAX_BYTES,
     entry_line,
@@ -43,6 +43,7 @@ from acp_bridge.proxy.recording import (
     raw_line,
     stopped_line,
 )
+from acp_bridge.safe_files import open_regular
 
 __all__ = ["BUFFER_BYTES", "DEFAULT_MAX_BYTES", "FLUSH_EVERY_S", "MIN_MAX_BYTES", "Recorder"]
 
@@ -197,16 +198,12 @@ class Recorder:
 
 
 def _open_regular(path: str) -> int:
-    # O_NONBLOCK: opening a FIFO must not wait for a reader (it is refused right after).
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o600)
+    """The recording's descriptor: a regular file only (never blocking on a FIFO), created 0600
+    (see :func:`acp_bridge.safe_files.open_regular`)."""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        os.set_blocking(fd, True)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
+        return open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    except UnsafeFileError as exc:
+        raise OSError(errno.EINVAL, exc.reason) from exc
 
 
 def _describe(exc: OSError) -> str:

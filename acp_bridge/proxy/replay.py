@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import stat
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
+from acp_bridge.errors import (
+    ConnectionClosedError,
+    FramingError,
+    ResourceClosedError,
+    UnsafeFileError,
+)
 from acp_bridge.proxy.answers import INTERNAL_ERROR, error_answer
 from acp_bridge.proxy.recording import DEFAULT_MAX_BYTES, NotJsonError, loads_strict
 from acp_bridge.proxy.script import (
@@ -31,6 +34,7 @@ from acp_bridge.proxy.script import (
     load_exchanges,
 )
 from acp_bridge.rpc.framing import LineReader, LineWriter
+from acp_bridge.safe_files import open_regular
 
 __all__ = ["EXIT_DIVERGED", "MAX_LINE_BYTES", "read_exchanges", "serve_replay"]
 
@@ -53,12 +57,11 @@ def read_exchanges(
         RecordingError: it is not a regular file, or not a usable recording (the reason names
             the line).
     """
-    # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused right after).
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        fd = open_regular(path)  # never blocking on a FIFO
+    except UnsafeFileError as exc:
+        raise RecordingError(exc.reason) from exc
     with open(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise RecordingError("it is not a regular file")
-        os.set_blocking(fd, True)
         return load_exchanges(_bounded_lines(file, max_bytes), allow_partial=allow_partial)
 
 

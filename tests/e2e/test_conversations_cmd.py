@@ -184,7 +184,9 @@ PRAGMA user_version = 2;
 """
 
 
-def test_a_store_written_by_the_previous_schema_is_upgraded_and_read(tmp_path: Path) -> None:
+def test_a_store_written_by_the_previous_schema_is_read_as_it_is_and_upgraded_by_run(
+    tmp_path: Path,
+) -> None:
     store = tmp_path / "old.db"
     with closing(sqlite3.connect(store)) as conn:
         conn.executescript(V2_SCHEMA.replace("CWD", str(tmp_path)))
@@ -196,12 +198,14 @@ def test_a_store_written_by_the_previous_schema_is_upgraded_and_read(tmp_path: P
     assert shown.returncode == 0, shown.stderr
     assert "#1 done (end_turn)" in shown.stdout and "> hello" in shown.stdout
     assert "(no reply recorded)" in shown.stdout
-    with closing(sqlite3.connect(store)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
-    # and run goes on with it: a new message gets its reply stored
+    with closing(sqlite3.connect(store)) as conn:  # reading never writes (issue 21)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    # and run upgrades it and goes on with it: a new message gets its reply stored
     cont = bridge("run", "--store", str(store), "--conversation", "old", "-m", "echo later",
                   "--cwd", str(tmp_path), "--", *ECHO)  # fmt: skip
     assert cont.returncode == 0, cont.stderr
+    with closing(sqlite3.connect(store)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     document = json.loads(bridge("show", "--json", "--store", str(store), "old").stdout)
     assert [m["reply"] for m in document["messages"]] == [None, "later"]
 

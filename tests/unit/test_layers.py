@@ -16,6 +16,8 @@ ALLOWED = {
     "errors": set(),
     # Standard library only, at the bottom like errors: both SQLite files open through it.
     "sqlite_wal": set(),
+    # Opening paths another user could have planted (issue 21): standard library and errors.
+    "safe_files": {"errors"},
     # The frozen-dataclass decorator (standard library and typing_extensions): any layer.
     "record": set(),
     # The event loop's clock, as anyio.current_time() reads it (anyio only): any layer.
@@ -29,8 +31,10 @@ ALLOWED = {
     "core": {"errors", "record", "clock", "wire", "rpc", "process"},
     # Sessions and turns: the one performer of the turn machine (design.md).
     "client": {"errors", "record", "clock", "version", "wire", "rpc", "process", "core"},
-    "conversation": {"errors", "record", "wire", "rpc", "process", "core", "client", "sqlite_wal"},
-    "proxy": {"errors", "record", "clock", "wire", "rpc", "process", "core"},
+    "conversation": {
+        "errors", "record", "wire", "rpc", "process", "core", "client", "sqlite_wal", "safe_files",
+    },
+    "proxy": {"errors", "record", "clock", "wire", "rpc", "process", "core", "safe_files"},
     "cli": {
         "errors",
         "record",
@@ -43,9 +47,10 @@ ALLOWED = {
         "conversation",
         "proxy",
         "agents",
+        "safe_files",
     },
     # The built-in reference agent: a separate program on the protocol's lower layers only.
-    "agents": {"errors", "record", "version", "wire", "rpc", "sqlite_wal"},
+    "agents": {"errors", "record", "version", "wire", "rpc", "sqlite_wal", "safe_files"},
 }
 PURE_MODULES = [
     "wire",
