@@ -117,15 +117,16 @@ def test_a_registry_value_exec_cannot_take_is_one_line(
     assert "agent 'bad'" in line and problem in line
 
 
-# -- 16: a config named with -- CMD is still read and checked ---------------------------------------
+# -- 16: a config named with -- CMD is still read and checked -------------------------------------
 
 
 def test_a_missing_config_file_given_with_a_command_is_an_error(tmp_path: Path) -> None:
     """Before #21 --config was ignored with -- CMD: the run went on, exit 0."""
     missing = tmp_path / "missing.toml"
     store = tmp_path / "s.db"
-    result = bridge(tmp_path, "run", "--store", str(store), "--config", str(missing), "-m", "hi",
-                    "--", *ECHO)  # fmt: skip
+    result = bridge(
+        tmp_path, "run", "--store", str(store), "--config", str(missing), "-m", "hi", "--", *ECHO
+    )
     assert "cannot read the config file" in refused(result, naming=str(missing))
     assert not store.exists()
 
@@ -134,9 +135,16 @@ def test_a_broken_acp_bridge_config_is_an_error_with_a_command_too(tmp_path: Pat
     broken = tmp_path / "broken.toml"
     broken.write_text("[agents.x\n")
     result = bridge(
-        tmp_path, "run", "--store", str(tmp_path / "s.db"), "-m", "hi", "--", *ECHO,
+        tmp_path,
+        "run",
+        "--store",
+        str(tmp_path / "s.db"),
+        "-m",
+        "hi",
+        "--",
+        *ECHO,
         env={"ACP_BRIDGE_CONFIG": str(broken)},
-    )  # fmt: skip
+    )
     assert "not valid TOML" in refused(result, naming=f"{broken}:1")
     proxy = bridge(tmp_path, "proxy", "--", *ECHO, env={"ACP_BRIDGE_CONFIG": str(broken)})
     refused(proxy, naming=f"{broken}:1")
@@ -150,13 +158,23 @@ def test_a_missing_registry_given_with_a_command_is_an_error(tmp_path: Path) -> 
 
 def test_a_good_config_given_with_a_command_changes_nothing(tmp_path: Path) -> None:
     config = agent_config(tmp_path, 'env = { MARK = "from-config" }')
-    result = bridge(tmp_path, "run", "--store", str(tmp_path / "s.db"), "--config", str(config),
-                    "-m", "echo hi", "--", *ECHO)  # fmt: skip
+    result = bridge(
+        tmp_path,
+        "run",
+        "--store",
+        str(tmp_path / "s.db"),
+        "--config",
+        str(config),
+        "-m",
+        "echo hi",
+        "--",
+        *ECHO,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "hi\n"
 
 
-# -- 19: the XDG rules, and a HOME that can't be used ------------------------------------------------
+# -- 19: the XDG rules, and a HOME that can't be used ---------------------------------------------
 
 
 def test_an_empty_home_is_refused_when_the_default_store_is_needed(tmp_path: Path) -> None:
