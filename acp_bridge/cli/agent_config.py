@@ -152,11 +152,13 @@ def parse_config(text: str, path: str) -> ConfigFile:
             'the top level holds only registry = "FILE" and [agents.NAME] tables',
         )
     registry = data.get("registry")
-    if registry is not None and (not isinstance(registry, str) or not registry):
+    if registry is not None and (
+        not isinstance(registry, str) or not registry or exec_text_problem(registry)
+    ):
         raise ConfigError(
             path,
             where.line([], "registry"),
-            "registry must be a file name",
+            "registry must be a file name (text without NUL bytes)",
             'e.g. registry = "registry.json"',
         )
     agents = data.get("agents", {})

@@ -122,14 +122,19 @@ class _AgentCommand(argparse.Action):
     ) -> None:
         words = [str(word) for word in values or []]
         if words and words[0] != "--" and not namespace.message:
-            parser.error(_without_separator(words))
+            parser.error(_without_separator(words, getattr(namespace, "agent", None)))
         setattr(namespace, self.dest, words)
 
 
-def _without_separator(words: list[str]) -> str:
-    """The usage error for ``run AGENT_CMD...`` given without ``--`` and without ``-m``."""
+def _without_separator(words: list[str], agent: str | None) -> str:
+    """The usage error for ``run AGENT_CMD...`` given without ``--`` and without ``-m``
+    (``agent``: the ``--agent NAME`` given before the words, which were then meant as text)."""
     import shlex  # here: only an error needs it (``--help`` has a startup budget)
 
+    if agent:
+        name, text = shlex.quote(agent), shlex.quote(" ".join(words))
+        right = f"acp-bridge run [OPTIONS] --agent {name} -m {text}"
+        return f"a message is given with -m; write {right}"
     messages: list[str] = []
     command: list[str] = []
     rest = iter(words)

@@ -81,6 +81,13 @@ def test_a_nul_in_the_command_is_refused(tmp_path: Path) -> None:
     assert "command holds a NUL byte" in refused(result, naming=f"{config}:2")
 
 
+def test_a_nul_in_the_registry_path_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "agents.toml"
+    config.write_text('registry = "a\\u0000.json"\n')
+    result = bridge(tmp_path, "agents", "--config", str(config))
+    assert "registry must be a file name" in refused(result, naming=f"{config}:1")
+
+
 @pytest.mark.parametrize("command", ["run", "agents"])
 def test_a_config_nested_5000_deep_is_one_line(tmp_path: Path, command: str) -> None:
     """Before #21: a RecursionError traceback from the TOML parser."""

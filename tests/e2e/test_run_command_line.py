@@ -67,6 +67,12 @@ def test_run_agent_without_the_separator_and_without_m_is_refused(tmp_path: Path
     assert not store.exists()
 
 
+def test_words_after_agent_name_are_shown_as_the_message_they_meant(tmp_path: Path) -> None:
+    result = bridge(tmp_path, "run", "--agent", "goose", "fix", "the", "tests")
+    line = usage_error(result)
+    assert "write acp-bridge run [OPTIONS] --agent goose -m 'fix the tests'" in line
+
+
 def test_m_before_an_agent_command_without_the_separator_still_runs(tmp_path: Path) -> None:
     """A message source was given, so nothing is lost: the documented form stays accepted."""
     result = bridge(tmp_path, "run", "--store", str(tmp_path / "s.db"), "-m", "echo hi", *ECHO)
