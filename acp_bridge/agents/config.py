@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-__all__ = ["DEFAULT_MODEL", "AgentConfig", "default_history_path"]
+__all__ = ["DEFAULT_MODEL", "AgentConfig"]
 
 DEFAULT_MODEL: Final = "gpt-4o-mini"
-
-
-def default_history_path() -> Path:
-    """``$XDG_STATE_HOME/acp-bridge/agent-history.db`` (``~/.local/state`` without it)."""
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "acp-bridge" / "agent-history.db"
 
 
 @dataclass(frozen=True)
@@ -32,7 +25,8 @@ class AgentConfig:
     models: tuple[str, ...] = ()
     mock_response: str | None = None
     mock_script: Path | None = None
-    history_path: Path = field(default_factory=default_history_path)
+    history_path: Path = field(kw_only=True)
+    """The SQLite history of sessions (the command line's default is under XDG_STATE_HOME)."""
     max_turn_requests: int = 25
     """Model requests per prompt turn; past it the turn ends with ``max_turn_requests``."""
     max_rate_limit_retries: int = 4

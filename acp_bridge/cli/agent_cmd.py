@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
+from acp_bridge.cli.options import default_state_dir
 
 __all__ = ["agent_command", "claim_stdout"]
 
@@ -41,11 +42,12 @@ def agent_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             file=sys.stderr,
         )
         return EXIT_AGENT_FAILED
-    from acp_bridge.agents.config import DEFAULT_MODEL, AgentConfig, default_history_path
+    from acp_bridge.agents.config import DEFAULT_MODEL, AgentConfig
     from acp_bridge.agents.mock_script import MockScript, MockScriptError
     from acp_bridge.errors import UnsafeFileError
     from acp_bridge.safe_files import read_regular
 
+    history = Path(args.history) if args.history else default_state_dir() / "agent-history.db"
     script = Path(args.mock_script).resolve() if args.mock_script else None
     if script is not None:
         try:  # a regular file only: a FIFO would block here until some writer came
@@ -58,7 +60,7 @@ def agent_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
         mock_response=args.mock_response,
         mock_script=script,
-        history_path=Path(args.history) if args.history else default_history_path(),
+        history_path=history,
         max_turn_requests=args.max_turn_requests,
         max_rate_limit_retries=args.max_retries,
         retry_base_delay_s=args.retry_delay,

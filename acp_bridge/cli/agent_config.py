@@ -39,9 +39,13 @@ from typing import Any, Final
 
 __all__ = [
     "DEFAULT_KEYS",
+    "TOO_DEEP",
     "AgentEntry",
     "ConfigError",
     "ConfigFile",
+    "argv_problem",
+    "env_problem",
+    "exec_text_problem",
     "merge_entry",
     "parse_config",
     "parse_mcp_option",
@@ -51,6 +55,9 @@ Which = Callable[[str], "str | None"]
 
 MAX_CONFIG_BYTES: Final = 1024 * 1024
 """A config or registry file larger than this is refused (the caller reads at most this + 1)."""
+
+TOO_DEEP: Final = "nested too deeply to read"
+"""A config or registry file whose arrays or tables nest deeper than the parser recurses."""
 
 
 class ConfigError(Exception):
@@ -133,6 +140,8 @@ def parse_config(text: str, path: str) -> ConfigFile:
     except tomllib.TOMLDecodeError as exc:
         line = _decode_error_line(str(exc))
         raise ConfigError(path, line, f"not valid TOML ({exc})", "fix the syntax there") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ConfigError(path, None, TOO_DEEP, "is it the right file?") from None
     where = _Locator(text)
     unknown = sorted(set(data) - {"registry", "agents"})
     if unknown:
@@ -143,11 +152,13 @@ def parse_config(text: str, path: str) -> ConfigFile:
             'the top level holds only registry = "FILE" and [agents.NAME] tables',
         )
     registry = data.get("registry")
-    if registry is not None and (not isinstance(registry, str) or not registry):
+    if registry is not None and (
+        not isinstance(registry, str) or not registry or exec_text_problem(registry)
+    ):
         raise ConfigError(
             path,
             where.line([], "registry"),
-            "registry must be a file name",
+            "registry must be a file name (text without NUL bytes)",
             'e.g. registry = "registry.json"',
         )
     agents = data.get("agents", {})
@@ -180,9 +191,13 @@ def _agent(path: str, where: _Locator, name: str, body: Any) -> AgentEntry:
     command = body.get("command")
     if command is not None and (not isinstance(command, str) or not command):
         raise fail("command", "command must be a program name", 'e.g. command = "my-agent"')
+    if command is not None and (problem := exec_text_problem(command)):
+        raise fail("command", f"command {problem}", "fix the value")
     args = body.get("args", [])
     if not _strings(args):
         raise fail("args", "args must be a list of strings", 'e.g. args = ["--acp"]')
+    if problem := _args_problem(args):
+        raise fail("args", problem, "fix the value")
     if args and command is None:
         raise fail("args", "has args but no command", "add command = ... (args go with a command)")
     env = _env_table(
@@ -241,9 +256,13 @@ def _mcp_servers(
             raise line_fail(f"mcp_servers[{index}] has no name", 'add name = "..."')
         if not isinstance(command, str) or not command:
             raise line_fail(f"MCP server {name!r} has no command", 'add command = "..."')
+        if problem := exec_text_problem(command):
+            raise line_fail(f"MCP server {name!r}: command {problem}", "fix the value")
         args = server.get("args", [])
         if not _strings(args):
             raise line_fail(f"MCP server {name!r}: args must be a list of strings", fix)
+        if problem := _args_problem(args):
+            raise line_fail(f"MCP server {name!r}: {problem}", "fix the value")
         env = _env_table(server.get("env", {}), partial(_prefixed, line_fail, name, fix))
         if any(s["name"] == name for s in servers):
             raise line_fail(f"two MCP servers are named {name!r}", "give each a different name")
@@ -260,11 +279,61 @@ def _prefixed(
 def _env_table(body: Any, fail: Callable[[str], ConfigError]) -> dict[str, str]:
     if not isinstance(body, dict) or not all(isinstance(v, str) for v in body.values()):
         raise fail("env must map names to string values")
+    problem = env_problem(body)
+    if problem:
+        raise fail(problem)
     return dict(body)
 
 
 def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+# -- what exec() accepts ---------------------------------------------------------------------------
+# A program, its arguments and its environment reach execve() as C strings: a NUL byte would end
+# one early, an environment name holds no "=" (it ends the name), and the text must encode to
+# bytes. Checked here, with the file and the line, rather than failing in the spawn.
+
+
+def exec_text_problem(text: str) -> str | None:
+    """What keeps ``text`` from being a program, an argument or an environment value, or None."""
+    nul = text.find("\0")
+    if nul >= 0:
+        return f"holds a NUL byte (at character {nul})"
+    try:
+        text.encode("utf-8", "surrogateescape")  # how the spawn encodes it
+    except UnicodeEncodeError as exc:
+        return f"is not valid text (a lone surrogate at character {exc.start})"
+    return None
+
+
+def env_problem(env: Mapping[str, str]) -> str | None:
+    """What keeps ``env`` from being an agent's or a server's extra environment, or None."""
+    for name, value in env.items():
+        if not name:
+            return "an environment name is empty"
+        if "=" in name:
+            return f"the environment name {name!r} holds '=', which would end the name"
+        if problem := exec_text_problem(name):
+            return f"the environment name {name!r} {problem}"
+        if problem := exec_text_problem(value):
+            return f"the environment variable {name} {problem}"
+    return None
+
+
+def _args_problem(args: Sequence[str]) -> str | None:
+    for index, arg in enumerate(args):
+        if problem := exec_text_problem(arg):
+            return f"args[{index}] {problem}"
+    return None
+
+
+def argv_problem(argv: Sequence[str]) -> str | None:
+    """What keeps ``argv`` (a program and its arguments) from being run, or None."""
+    for arg in argv:
+        if problem := exec_text_problem(arg):
+            return f"the command line's {arg!r} {problem}"
+    return None
 
 
 def mcp_server(

@@ -17,7 +17,14 @@ import json
 import re
 from typing import Any
 
-from acp_bridge.cli.agent_config import AgentEntry, ConfigError, Which
+from acp_bridge.cli.agent_config import (
+    TOO_DEEP,
+    AgentEntry,
+    ConfigError,
+    Which,
+    argv_problem,
+    env_problem,
+)
 
 __all__ = ["parse_registry"]
 
@@ -34,6 +41,8 @@ def parse_registry(text: str, path: str, platform_key: str, which: Which) -> dic
         raise ConfigError(
             path, exc.lineno, f"not valid JSON ({exc.msg})", "fix the syntax there"
         ) from None
+    except RecursionError:  # json parses nested arrays and objects recursively
+        raise ConfigError(path, None, TOO_DEEP, "is it the right file?") from None
     agents = data.get("agents") if isinstance(data, dict) else None
     if not isinstance(agents, list):
         raise ConfigError(
@@ -79,6 +88,9 @@ def _registry_agent(
         )
     found = [c for c in choices if which(c[1][0])]
     kind, argv, env = found[0] if found else sorted(choices, key=lambda c: c[0] == "binary")[0]
+    problem = argv_problem(argv) or env_problem(env)
+    if problem:
+        raise ConfigError(path, line, f"agent {agent_id!r} ({kind}): {problem}", "fix the value")
     description = agent.get("description") if isinstance(agent.get("description"), str) else ""
     return AgentEntry(
         agent_id,

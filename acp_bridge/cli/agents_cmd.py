@@ -13,12 +13,18 @@ from typing import Any
 
 from acp_bridge.cli.agent_config import AgentEntry, ConfigError
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
+from acp_bridge.cli.guarded_output import guarded_stdout
 from acp_bridge.cli.named_agents import default_config_path, load_catalog
 
 __all__ = ["agents_command"]
 
 
 def agents_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    with guarded_stdout():  # | head -1: the output ends quietly (see guarded_output)
+        return _agents(parser, args)
+
+
+def _agents(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         catalog = load_catalog(args.config, args.registry)
     except ConfigError as exc:

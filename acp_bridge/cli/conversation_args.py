@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import argparse
 
-from acp_bridge.cli.options import count, directory, positive_seconds, seconds, timeout_or_off
+from acp_bridge.cli.options import (
+    count,
+    directory,
+    identifier,
+    positive_seconds,
+    seconds,
+    timeout_or_off,
+)
 
 __all__ = ["add_conversation_options", "add_supervision_options"]
 
@@ -22,6 +29,7 @@ def add_conversation_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--session-id",
+        type=identifier,
         metavar="ID",
         help="restore this agent session (session/load or resume); one the agent can't "
         "restore is an error (exit 3)",
@@ -41,6 +49,7 @@ def add_conversation_options(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
         "--conversation",
+        type=identifier,
         metavar="ID",
         help="continue the stored conversation ID (one owner process at a time: exit 2 while "
         "another process runs it)",

@@ -16,6 +16,10 @@ conversation's owner lock (see :mod:`.owner`) before deleting it, skips it when 
 held, and removes the lock file of a conversation it deleted while it still holds the lock.
 Only owners that take the lock are seen: a library program driving a conversation without it
 is not.
+
+A reader of stdout that goes away (``acp-bridge conversations | head -1``) ends the output
+quietly, the exit code unchanged (the reader had what it wanted; ``prune`` still prunes):
+:func:`~acp_bridge.cli.guarded_output.guarded_stdout`, the way ``run`` handles it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
+from acp_bridge.cli.guarded_output import guarded_stdout
 from acp_bridge.cli.options import default_store_path
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.conversation.records import ConversationRecord, StoredMessage
@@ -48,6 +53,23 @@ class _Refused(Exception):
 
 
 def conversations_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    with guarded_stdout():
+        return _list(args)
+
+
+def show_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    with guarded_stdout():
+        return _show(args)
+
+
+def prune_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.older_than is None and args.keep is None:
+        parser.error("prune: say what to remove with --older-than DURATION and/or --keep N")
+    with guarded_stdout():  # a reader that goes away ends the listing, not the pruning
+        return _prune(args)
+
+
+def _list(args: argparse.Namespace) -> int:
     try:
         with _open_store(args, read_only=True) as store:
             summaries = [] if store is None else store.conversation_summaries()
@@ -71,7 +93,7 @@ def conversations_command(parser: argparse.ArgumentParser, args: argparse.Namesp
     return EXIT_OK
 
 
-def show_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _show(args: argparse.Namespace) -> int:
     try:
         with _open_store(args, read_only=True) as store:
             if store is None:
@@ -94,9 +116,7 @@ def show_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     return EXIT_OK
 
 
-def prune_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    if args.older_than is None and args.keep is None:
-        parser.error("prune: say what to remove with --older-than DURATION and/or --keep N")
+def _prune(args: argparse.Namespace) -> int:
     store_path = _store_path(args)
     now = time.time()
     removed = skipped = 0

@@ -30,7 +30,7 @@ from acp_bridge.cli import (
     run_args,
 )
 from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, HELP
-from acp_bridge.cli.options import OneLineParser
+from acp_bridge.cli.options import OneLineParser, UnusableHomeError
 from acp_bridge.version import __version__
 
 __all__ = ["main"]
@@ -103,6 +103,9 @@ def main(argv: Sequence[str] | None = None, *, exit_at_once: bool = False) -> in
     try:
         handler: Handler = getattr(importlib.import_module(module_name), function_name)
         code = handler(parser, args)
+    except UnusableHomeError as exc:  # a default path under an unusable $HOME (any command)
+        sys.stderr.write(f"{parser.prog}: error: {exc}\n")
+        code = EXIT_USAGE
     except KeyboardInterrupt:
         # On the way out: a repeated signal must not turn exit 130 into a death by signal.
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

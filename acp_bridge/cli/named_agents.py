@@ -9,9 +9,11 @@ The interface, for subcommands (``run``, ``chat``, ``proxy``, ...):
   - ``--config PATH``: the config file (default: ``$ACP_BRIDGE_CONFIG``, else
     ``$XDG_CONFIG_HOME/acp-bridge/config.toml``, ``~/.config/acp-bridge/config.toml``; on macOS
     ``~/Library/Application Support/acp-bridge/config.toml``). A missing default file is fine;
-    a missing named one is an error;
+    a missing or broken named one is an error, even with ``-- CMD`` (which takes nothing from
+    it). ``$XDG_CONFIG_HOME`` counts only when absolute (XDG rules); an empty or relative
+    ``$HOME`` is refused when the default is needed;
   - ``--registry FILE``: a ``registry.json`` of the ACP registry's format (overrides the
-    config's ``registry = "FILE"``); read, never fetched;
+    config's ``registry = "FILE"``); read, never fetched; checked with ``-- CMD`` too;
   - ``--mcp NAME=COMMAND [ARGS...]`` (repeatable): a stdio MCP server for the session. The value
     is ONE argument, split like a shell line (``shlex``): ``--mcp 'files=mcp-fs --root "/my dir"'``.
     A ``--mcp`` server replaces the named agent's server of the same name.
@@ -42,6 +44,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from acp_bridge.cli.options import UnusableHomeError, home_dir, xdg_base_dir
 from acp_bridge.record import record
 
 if TYPE_CHECKING:
@@ -148,6 +151,13 @@ def resolve_agent(
             parser.error(f"--mcp: two servers are named {server['name']!r}")
         extra[server["name"]] = server
     if not name:
+        if args.config or args.registry or os.environ.get("ACP_BRIDGE_CONFIG"):
+            # Named, so wanted: a missing or broken file is an error even though -- CMD (or
+            # the stored conversation's agent) needs nothing from it.
+            try:
+                load_catalog(args.config, args.registry)
+            except ConfigError as exc:
+                _config_error(parser, exc)
         return ResolvedAgent(None, command, mcp_servers=list(extra.values()))
     try:
         catalog = load_catalog(args.config, args.registry)
@@ -219,13 +229,18 @@ def load_catalog(config: str | None = None, registry: str | None = None) -> Cata
 
 
 def default_config_path() -> Path:
-    """The platform's user config file for acp-bridge (which may not exist)."""
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support"
-    elif sys.platform == "win32" and os.environ.get("APPDATA"):
-        base = Path(os.environ["APPDATA"])
-    else:
-        base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    """The platform's user config file for acp-bridge (which may not exist).
+
+    Raises UnusableHomeError when it would be under an unusable ``$HOME``."""
+    try:
+        if sys.platform == "darwin":
+            base = home_dir() / "Library" / "Application Support"
+        elif sys.platform == "win32" and os.environ.get("APPDATA"):
+            base = Path(os.environ["APPDATA"])
+        else:
+            base = xdg_base_dir("XDG_CONFIG_HOME", ".config")
+    except UnusableHomeError as exc:
+        raise UnusableHomeError(f"{exc}, or give --config PATH") from None
     return base / "acp-bridge" / "config.toml"
 
 

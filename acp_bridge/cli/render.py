@@ -13,7 +13,6 @@ stderr as one line each, naming the agent.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
@@ -23,6 +22,8 @@ from typing import Any, Final, TextIO, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
+
+from acp_bridge.cli.guarded_output import GuardedOutput, is_terminal
 
 __all__ = ["EventPrinter", "wants_color"]
 
@@ -64,10 +65,10 @@ class EventPrinter:
         self.json_mode = json_mode
         self.agent = agent
         self._permission_mode = permission_mode
-        self._text = cast(TextIO, _Guarded(text or sys.stdout, on_text_closed))
+        self._text = cast(TextIO, GuardedOutput(text or sys.stdout, on_text_closed))
         self._notes = notes or sys.stderr
         # The turn's structure goes with the text on a terminal, else out of the text's way.
-        self._decor = self._text if _isatty(self._text) else self._notes
+        self._decor = self._text if is_terminal(self._text) else self._notes
         self._color = wants_color(self._decor)
         self._at_line_start: dict[int, bool] = {}
         self._in_thought = False
@@ -237,51 +238,3 @@ class EventPrinter:
         if not self._color:
             return text
         return f"\x1b[{_COLORS[style]}m{text}\x1b[0m"
-
-
-class _Guarded(io.TextIOBase):
-    """A text stream whose reader may go away (``acp-bridge run ... | head -1``): the first
-    BrokenPipeError points the descriptor at /dev/null (so nothing, not even the interpreter's
-    last flush, raises again), tells ``on_closed`` once, and every later write is dropped."""
-
-    def __init__(self, stream: TextIO, on_closed: Callable[[], None] | None) -> None:
-        super().__init__()
-        self._stream = stream
-        self._on_closed = on_closed
-        self.closed_by_reader = False
-
-    def write(self, text: str) -> int:
-        if not self.closed_by_reader:
-            try:
-                self._stream.write(text)
-            except BrokenPipeError:
-                self._reader_gone()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.closed_by_reader:
-            try:
-                self._stream.flush()
-            except BrokenPipeError:
-                self._reader_gone()
-
-    def isatty(self) -> bool:
-        return _isatty(self._stream)
-
-    def _reader_gone(self) -> None:
-        self.closed_by_reader = True
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
-            os.close(devnull)
-        except (OSError, ValueError, io.UnsupportedOperation):
-            pass
-        if self._on_closed is not None:
-            self._on_closed()
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (ValueError, OSError):
-        return False

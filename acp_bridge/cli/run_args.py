@@ -4,6 +4,8 @@ subcommand's parser, so nothing here imports the library."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import Any, Final
 
 from acp_bridge.cli.conversation_args import add_conversation_options, add_supervision_options
 from acp_bridge.cli.exit_codes import HELP
@@ -14,7 +16,27 @@ from acp_bridge.cli.options import (
     byte_count,
 )
 
-__all__ = ["register"]
+__all__ = ["JSON_EVENTS", "register"]
+
+JSON_EVENTS: Final = (
+    "agent_started",
+    "session",
+    "queued",
+    "turn_started",
+    "update",
+    "permission",
+    "tool_call_closed",
+    "turn_ended",
+    "turn_failed",
+    "agent_exited",
+    "agent_restarted",
+    "session_restored",
+    "session_replaced",
+    "agent_gave_up",
+    "error",
+)
+"""Every kind of event ``run --json`` prints, in about the order a run shows them (for
+``--help``; tests/e2e/test_run_command_line.py checks it against the kinds the code emits)."""
 
 
 def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
@@ -31,9 +53,8 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
             "--json); progress and logs go to stderr."
         ),
         epilog=(
-            HELP + " --json events: agent_started, session, turn_started, update, permission, "
-            "turn_ended, turn_failed, agent_exited, agent_restarted, session_restored, "
-            'session_replaced, agent_gave_up (each with "event" and "ts").'
+            f'{HELP} --json events: {", ".join(JSON_EVENTS)} (each with "event" and "ts"; '
+            "error when the agent could not be started, initialized or authenticated)."
         ),
     )
     run.add_argument(
@@ -77,7 +98,58 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     run.add_argument(
         "agent_cmd",
         nargs=argparse.REMAINDER,
+        action=_AgentCommand,
         metavar="-- AGENT_CMD [ARGS...]",
         help="the agent command line, after --",
     )
     run.set_defaults(handler="acp_bridge.cli.run_entry:run_command")
+
+
+class _AgentCommand(argparse.Action):
+    """Stores the agent command; refuses one that came without ``--`` when no ``-m`` was given.
+
+    Everything after the first word that is not an option of ``run`` is the agent's, so
+    ``acp-bridge run my-agent -m hi`` gives ``-m hi`` to the agent: nothing would be prompted
+    (stdin has no lines in a script), an empty conversation would be stored, and the run would
+    exit 0. With no ``-m`` and no ``--`` the command line is refused, showing the right form."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        words = [str(word) for word in values or []]
+        if words and words[0] != "--" and not namespace.message:
+            parser.error(_without_separator(words, getattr(namespace, "agent", None)))
+        setattr(namespace, self.dest, words)
+
+
+def _without_separator(words: list[str], agent: str | None) -> str:
+    """The usage error for ``run AGENT_CMD...`` given without ``--`` and without ``-m``
+    (``agent``: the ``--agent NAME`` given before the words, which were then meant as text)."""
+    import shlex  # here: only an error needs it (``--help`` has a startup budget)
+
+    if agent:
+        name, text = shlex.quote(agent), shlex.quote(" ".join(words))
+        right = f"acp-bridge run [OPTIONS] --agent {name} -m {text}"
+        return f"a message is given with -m; write {right}"
+    messages: list[str] = []
+    command: list[str] = []
+    rest = iter(words)
+    for word in rest:
+        if word in ("-m", "--message"):
+            messages += ["-m", next(rest, "TEXT")]
+        elif word.startswith("--message="):
+            messages += ["-m", word.partition("=")[2]]
+        else:
+            command.append(word)
+    given = shlex.join(messages or ["-m", "TEXT"])
+    right = f"acp-bridge run [OPTIONS] {given} -- {shlex.join(command)}"
+    if messages:
+        return f"-m came after the agent command, so the agent would get it; write {right}"
+    return (
+        f"the agent command needs -- before it; write {right} (or, without -m, one message per "
+        "stdin line)"
+    )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -28,7 +29,10 @@ async def read_stdin(
     with stdin open and idle). A message is UTF-8 text of at most ``max_bytes`` bytes: a line
     that is not valid UTF-8, or longer, is refused with one line on stderr naming its number,
     is not stored, and the next lines go on. At most ``max_bytes`` plus one read is buffered.
+    On a terminal, a line on stderr first says so (the screen would stay blank otherwise).
     """
+    if os.isatty(0):
+        _say("reading messages from the terminal, one per line (Enter sends it); Ctrl-D ends")
     splitter = LineSplitter(max_bytes)  # an over-long line is reported before its end
     number = refused = 0
     try:

@@ -87,7 +87,7 @@ HOSTILE = {
     ),
     "no-line-end": (_sparse, "line 1 has no end within 134217728 bytes"),
     "dev-zero": (lambda _: Path("/dev/zero"), "it is a device, not a regular file"),
-    "fifo": (_fifo, "it is a FIFO, not a regular file"),
+    "fifo": (_fifo, "it is a FIFO (named pipe), not a regular file"),
     "cut-last-line": (
         _write(_recording_with('{"t":1,"dir":"agent->bridge","msg":{"jsonrpc":"2.')),
         "its last line (18) is cut: the file ends inside it (--allow-partial skips it)",
