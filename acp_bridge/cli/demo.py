@@ -32,6 +32,7 @@ from typing import Any, Final
 import anyio
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK, EXIT_TURN_FAILED
+from acp_bridge.core.condition import Condition
 from acp_bridge.errors import AgentError, BridgeError
 
 __all__ = ["demo_command", "run_demo"]
@@ -94,7 +95,7 @@ class _Events:
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
         self.mid_line = False
-        self._changed = anyio.Event()
+        self._changed = Condition()
 
     async def collect(self, stream: Any) -> None:
         async with stream:
@@ -105,8 +106,7 @@ class _Events:
                 elif event["event"] in ("turn_ended", "turn_failed") and self.mid_line:
                     print(flush=True)
                     self.mid_line = False
-                self._changed.set()
-                self._changed = anyio.Event()
+                self._changed.notify_all()
 
     async def wait(self, what: str, found: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         with anyio.fail_after(STEP_TIMEOUT_S):

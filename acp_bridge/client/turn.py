@@ -43,6 +43,7 @@ import anyio
 from acp_bridge.client.events import PermissionDecided, ToolCallClosed, TurnEvent, UpdateReceived
 from acp_bridge.client.toolcalls import ToolCallTracker
 from acp_bridge.clock import loop_clock
+from acp_bridge.core.condition import Condition
 from acp_bridge.core.turn_machine import (
     CancelUnwritable,
     Close,
@@ -126,12 +127,12 @@ class Turn:
         """False once the machine closed the turn or the consumer closed it: nothing more is
         buffered."""
         self._tail: list[TurnEvent] = []
-        self._wakeup: anyio.Event | None = None
-        """Set (and dropped) for the consumer's side: an event buffered, the turn closed, the
-        agent's side ended, an earlier deadline, an action owed."""
-        self._room: anyio.Event | None = None
-        """Set (and dropped) when the consumer takes an event or leaves, or the turn closes,
-        for the deliverers held back at the bound."""
+        self._wakeup = Condition()
+        """Notified for the consumer's side: an event buffered, the turn closed, the agent's
+        side ended, an earlier deadline, an action owed."""
+        self._room = Condition()
+        """Notified when the consumer takes an event or leaves, or the turn closes, for the
+        deliverers held back at the bound."""
         self._tool_calls = ToolCallTracker()
         self._answer: PromptAnswer | None = None
         self._failure: BaseException | None = None
@@ -183,8 +184,7 @@ class Turn:
             buffer = self._buffer
             if buffer:
                 event = buffer.popleft()
-                if self._room is not None:
-                    self._wake_deliverers()
+                self._room.notify_all()
                 if self._watched:  # a deadline runs (one clock read per event) or a cancel is owed
                     await self._attend(self.clock())
                 return event
@@ -326,13 +326,9 @@ class Turn:
             return
         buffer = self._buffer
         buffer.append(event)
-        if self._wakeup is not None:
-            self._wake()
+        self._wakeup.notify_all()
         while len(buffer) > self._bound and self._reading and self._delivering:
-            room = self._room
-            if room is None:
-                room = self._room = anyio.Event()
-            await room.wait()
+            await self._room.wait()
 
     def _end(self) -> None:
         self.ended_at = self.clock()
@@ -442,16 +438,13 @@ class Turn:
     async def _wait(self) -> None:
         """Wait for the consumer's next wake-up, under the machine's next deadline; then
         perform what is owed or due."""
-        wakeup = self._wakeup
-        if wakeup is None:
-            wakeup = self._wakeup = anyio.Event()
         if not self._watched:
-            await wakeup.wait()
+            await self._wakeup.wait()
         elif self._owed:
             await self._perform_owed()
         else:
             with anyio.CancelScope(deadline=self._deadline):
-                await wakeup.wait()
+                await self._wakeup.wait()
             await self._attend(self.clock())
 
     async def _attend(self, now: float) -> None:
@@ -463,16 +456,10 @@ class Turn:
             await self._perform(self._feed(Tick(now)))
 
     def _wake(self) -> None:
-        wakeup = self._wakeup
-        if wakeup is not None:
-            self._wakeup = None
-            wakeup.set()
+        self._wakeup.notify_all()
 
     def _wake_deliverers(self) -> None:
-        room = self._room
-        if room is not None:
-            self._room = None
-            room.set()
+        self._room.notify_all()
 
     def _close_tool_calls(self, reason: str) -> list[ToolCallClosed]:
         """Close the open tool calls now (once: they are never closed or updated again)."""

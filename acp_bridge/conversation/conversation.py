@@ -282,7 +282,7 @@ class Conversation:
         for turn_scope in list(self._turns.tasks.scopes):
             turn_scope.cancel()
         with anyio.move_on_after(_CUT_WAIT_S):
-            await self._turns.tasks.none_left.wait()
+            await self._turns.tasks.wait_none_left()
         with anyio.move_on_after(_RECORD_MARGIN_S):
             await self._record_cut_turn()
         with anyio.move_on_after(_RECORD_MARGIN_S):

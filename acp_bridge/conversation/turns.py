@@ -48,6 +48,7 @@ from acp_bridge.conversation.queue_model import (
     StartTurn,
 )
 from acp_bridge.conversation.turn_events import TurnEvents
+from acp_bridge.core.condition import Condition
 from acp_bridge.core.turn_machine import EndedBy, TurnStatus
 from acp_bridge.errors import AgentError, BridgeError, ResourceClosedError
 
@@ -93,7 +94,12 @@ class TurnTasks:
     cancelled from outside) lets the running turn close and be recorded first."""
 
     scopes: set[anyio.CancelScope] = field(default_factory=set)
-    none_left: anyio.Event = field(default_factory=anyio.Event)
+    changed: Condition = field(default_factory=Condition)
+    """Notified when a turn task ends."""
+
+    async def wait_none_left(self) -> None:
+        while self.scopes:
+            await self.changed.wait()
 
 
 class TurnRunner:
@@ -117,7 +123,6 @@ class TurnRunner:
         """Prompts sent in this process, by seq, until their turn starts (the conversation adds
         them; later ones are read from the store)."""
         self.tasks = TurnTasks()
-        self.tasks.none_left.set()
 
     def cancel(self, reason: CancelReason) -> None:
         """Cancel the running turn, or the one about to start (never blocks)."""
@@ -161,8 +166,6 @@ class TurnRunner:
         self, start: StartTurn, started_prompt: list[dict[str, Any]] | None
     ) -> None:
         with anyio.CancelScope(shield=True) as scope:
-            if not self.tasks.scopes:
-                self.tasks.none_left = anyio.Event()
             self.tasks.scopes.add(scope)
             try:
                 if started_prompt is None:
@@ -171,8 +174,7 @@ class TurnRunner:
                     await self._run_turn(start.seq, started_prompt)
             finally:
                 self.tasks.scopes.discard(scope)
-                if not self.tasks.scopes:
-                    self.tasks.none_left.set()
+                self.tasks.changed.notify_all()
 
     async def _start_turn(self, start: StartTurn) -> list[dict[str, Any]] | None:
         """Wait for the agent, confirm the start and record it running: the prompt to send,

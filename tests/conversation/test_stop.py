@@ -104,10 +104,11 @@ async def just_leave(conv: Conversation) -> None:
     "script", ["slow_agent.py", "stubborn_agent.py"], ids=["cooperative", "stubborn"]
 )
 async def test_leaving_while_a_turn_runs_records_it_cancelled(
-    tmp_path: Path, script: str, body: Body
+    tmp_path: Path, script: str, body: Body, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A cooperative agent answers the cancel; a stubborn one never does, so the turn closes
-    at the grace window and the agent is quarantined. Either way the turn is recorded."""
+    at the grace window and the agent is quarantined. Either way the turn is recorded, by its
+    own close: leaving waits for it (within the stop bound), it is never cut short."""
     program = "echo working; wait" if script == "slow_agent.py" else "echo working; hang"
     with anyio.fail_after(30):
         async with collecting(tmp_path, fake(script)) as (conv, seen, first_update):
@@ -116,6 +117,8 @@ async def test_leaving_while_a_turn_runs_records_it_cancelled(
             await body(conv)
     assert stored_states(tmp_path) == {1: "cancelled"}
     assert turn_ended(seen) == [(1, "cancelled", "cancelled")]
+    cut = [r.getMessage() for r in caplog.records if "did not close in time" in r.getMessage()]
+    assert cut == []
 
 
 async def test_a_conversation_cancelled_from_outside_still_records_its_turn(
