@@ -16,7 +16,7 @@ __all__ = ["Condition"]
 
 
 class Condition:
-    __slots__ = ("_woken", "_waiting")
+    __slots__ = ("_waiting", "_woken")
 
     def __init__(self) -> None:
         self._woken: anyio.Event | None = None
