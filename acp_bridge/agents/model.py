@@ -23,6 +23,7 @@ from acp_bridge.agents.mock_provider import PROVIDER as MOCK_PROVIDER
 from acp_bridge.agents.provider_errors import is_rate_limit, to_rpc_error
 from acp_bridge.agents.runtime import LiteLLM
 from acp_bridge.errors import ErrorCode, RpcError
+from acp_bridge.version import agent_extra_install
 
 __all__ = ["ModelClient", "ModelReply", "TokenUsage", "ToolCallRequest"]
 
@@ -89,7 +90,7 @@ class ModelClient:
             raise RpcError(
                 ErrorCode.INTERNAL_ERROR,
                 f"litellm could not be imported ({type(exc).__name__}: {exc}); reinstall the "
-                "agent extra: pip install 'acp-bridge[agent]'",
+                f"agent extra: {agent_extra_install()}",
                 {"kind": "internal", "retryable": False},
             ) from exc
 

@@ -24,7 +24,8 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         usage="acp-bridge agent [--model MODEL] [--mock-response TEXT | --mock-script FILE]",
         description=(
             "Speak ACP on stdin/stdout as a coding agent backed by litellm (install with "
-            "pip install 'acp-bridge[agent]'). Point an editor or acp-bridge at this command. "
+            "the agent extra: python -m pip install '.[agent]' in acp-bridge's checkout). "
+            "Point an editor or acp-bridge at this command. "
             "The provider's API key comes from its usual environment variable (e.g. "
             "OPENAI_API_KEY, ANTHROPIC_API_KEY). Files and commands go through the client "
             "(fs/*, terminal/*) when it allows them; writes and commands ask permission first. "

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
 from acp_bridge.cli.options import default_state_dir
+from acp_bridge.version import agent_extra_install
 
 __all__ = ["agent_command", "claim_stdout"]
 
@@ -38,7 +39,7 @@ def agent_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     if importlib.util.find_spec("litellm") is None:
         print(
             "acp-bridge agent: litellm is not installed; install the agent extra with "
-            "pip install 'acp-bridge[agent]'",
+            + agent_extra_install(),
             file=sys.stderr,
         )
         return EXIT_AGENT_FAILED

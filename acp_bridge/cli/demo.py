@@ -34,6 +34,7 @@ import anyio
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK, EXIT_TURN_FAILED
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import AgentError, BridgeError
+from acp_bridge.version import agent_extra_install
 
 __all__ = ["demo_command", "run_demo"]
 
@@ -59,7 +60,7 @@ def run_demo() -> int:
     if importlib.util.find_spec("litellm") is None:
         _say(
             "the built-in agent needs the agent extra (litellm); install it with "
-            "pip install 'acp-bridge[agent]'"
+            + agent_extra_install()
         )
         return EXIT_AGENT_FAILED
     started = time.monotonic()

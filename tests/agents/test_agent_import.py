@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.agents.agent_client import ROOT, SCRIPT, agent_env, requires_litellm
 
@@ -120,4 +121,8 @@ def test_agent_and_demo_without_the_extra_say_what_to_install() -> None:
         assert result.returncode == 3, (command, result.stderr)
         assert result.stdout == ""
         assert result.stderr.count("\n") == 1, result.stderr
-        assert "pip install 'acp-bridge[agent]'" in result.stderr
+        # A command that works from here, and never reaches the index's acp-bridge (another
+        # project): this checkout with its extra.
+        root = Path(__file__).resolve().parents[2]
+        assert f"python -m pip install '{root}[agent]'" in result.stderr
+        assert "acp-bridge[" not in result.stderr
