@@ -18,11 +18,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from acp_bridge.agents.prompt import MAX_PROMPT_BYTES
 from acp_bridge.errors import RpcError
-from tests.agents.agent_client import RawClient, agent_argv, open_agent_client, requires_litellm
+from tests.agents.agent_client import (
+    RawClient,
+    agent_argv,
+    agent_env,
+    open_agent_client,
+    requires_litellm,
+)
 
 pytestmark = [
     requires_litellm,
@@ -42,7 +49,7 @@ def _argv(tmp_path: Path, extra: Path) -> list[str]:
     script = tmp_path / "guards.json"
     replies = [
         _tool_turn("list here", "list_dir", {"path": "."}),
-        _tool_turn("list root", "list_dir", {"path": "/"}),
+        _tool_turn("list root", "list_dir", {"path": "/root"}),
         _tool_turn("list parent", "list_dir", {"path": "../outside"}),
         _tool_turn("list link", "list_dir", {"path": "escape"}),
         _tool_turn("list extra", "list_dir", {"path": str(extra)}),
@@ -196,3 +203,52 @@ async def test_a_prompt_is_refused_for_content_not_advertised_or_past_the_size_b
         await client.call("session/load", {"sessionId": sid, "cwd": str(work), "mcpServers": []})
         replayed = [u for u in client.updates if u["sessionUpdate"] == "user_message_chunk"]
         assert [u["content"]["text"] for u in replayed] == ["hello", "still there"]
+
+
+async def test_list_dir_under_the_bridge_run_with_permission_deny_lists_nothing(
+    tmp_path: Path,
+) -> None:
+    """The reproduction: ``acp-bridge run --permission deny --allow-terminal`` on the agent.
+    The listing of the project is asked and denied; /root is refused without asking; no
+    terminal is ever shown, nothing is listed."""
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "inside.txt").write_text("")
+    agent = _argv(tmp_path, work)
+    argv = [
+        *agent[:2],
+        "acp_bridge",
+        "run",
+        "--json",
+        "--store",
+        str(tmp_path / "store.db"),
+        "--cwd",
+        str(work),
+        "--permission",
+        "deny",
+        "--allow-terminal",
+        "-m",
+        "list here",
+        "-m",
+        "list root",
+        "--",
+        *agent,
+    ]
+    with anyio.fail_after(120):
+        result = await anyio.run_process(argv, env=agent_env(), check=False)
+    assert result.returncode == 0, result.stderr.decode()
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    decisions = [
+        (e["toolCall"]["title"], e["decision"]) for e in events if e["event"] == "permission"
+    ]
+    assert decisions == [("List .", "reject_once")]
+    failed = [
+        e["update"]["content"][0]["content"]["text"]
+        for e in events
+        if e["event"] == "update" and e["update"].get("status") == "failed"
+    ]
+    assert failed[0] == "Rejected by the user."
+    assert "'/root' is outside the session's directories" in failed[1]
+    assert [e["stopReason"] for e in events if e["event"] == "turn_ended"] == ["end_turn"] * 2
+    terminals = [e for e in events if e["event"] == "update" and '"terminal"' in json.dumps(e)]
+    assert terminals == [] and b"inside.txt" not in result.stdout
