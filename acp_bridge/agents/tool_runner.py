@@ -2,10 +2,10 @@
 
 Each call is announced (``tool_call``, pending), asks ``session/request_permission`` first if
 it writes, runs or lists something (a listing is a command in the client's terminal; options
-allow_once, allow_always, reject_once; ``allow_always`` is
-remembered for that tool for the rest of the session), then runs (``in_progress``) and ends in
-exactly one terminal state (``completed`` or ``failed``), also when the turn is cancelled
-under it: the last update is then sent shielded, before the prompt's answer.
+allow_once, allow_always, reject_once; ``allow_always`` is remembered for that tool for the rest
+of the session), then runs (``in_progress``) and ends in exactly one terminal state
+(``completed`` or ``failed``), also when the turn is cancelled under it: the last update is
+then sent shielded, before the prompt's answer.
 
 Paths stay inside the session's roots (``cwd`` and ``additionalDirectories``, symlinks resolved
 on this machine, where the client that started the agent runs): a path outside fails the call
@@ -63,7 +63,11 @@ class ToolContext:
     always_allowed: set[str] = field(default_factory=set)
     can_read: bool = False
     roots: tuple[str, ...] = ()
-    """Where paths may point besides ``cwd`` (``additionalDirectories``)."""
+    """The directories paths may point into: the session's ``cwd`` and its
+    ``additionalDirectories`` (empty: ``cwd`` alone)."""
+
+    def allowed_roots(self) -> tuple[str, ...]:
+        return self.roots or (self.cwd,)
 
 
 @dataclass
@@ -127,13 +131,10 @@ class _Call:
             raise ValueError(f"'{key}' must be a non-empty string")
         path = os.path.normpath(os.path.join(self.context.cwd, value))
         real = os.path.realpath(path)
-        for root in (self.context.cwd, *self.context.roots):
-            if _inside(real, os.path.realpath(root)):
-                return real if resolved else path
-        raise ValueError(
-            f"{value!r} is outside the session's directories "
-            f"({', '.join(dict.fromkeys((self.context.cwd, *self.context.roots)))})"
-        )
+        roots = self.context.allowed_roots()
+        if any(_inside(real, os.path.realpath(root)) for root in roots):
+            return real if resolved else path
+        raise ValueError(f"{value!r} is outside the session's directories ({', '.join(roots)})")
 
     async def announce(self, name: str) -> None:
         kind = self.spec.kind if self.spec else "other"
