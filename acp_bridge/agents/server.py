@@ -27,6 +27,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from acp_bridge.agents.config import AgentConfig
 from acp_bridge.agents.mock_script import MockScript
 from acp_bridge.agents.model import ModelClient
+from acp_bridge.agents.prompt import PROMPT_CAPABILITIES, check_prompt
 from acp_bridge.agents.runtime import LiteLLM
 from acp_bridge.agents.sessions import AgentSession
 from acp_bridge.agents.store import HistoryStore
@@ -107,8 +108,13 @@ class ReferenceAgent:
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"embeddedContext": True},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "promptCapabilities": dict(PROMPT_CAPABILITIES),
+                "sessionCapabilities": {
+                    "list": {},
+                    "resume": {},
+                    "close": {},
+                    "additionalDirectories": {},
+                },
             },
             "authMethods": [],
             "agentInfo": {"name": AGENT_NAME, "title": "acp-bridge agent", "version": __version__},
@@ -123,7 +129,11 @@ class ReferenceAgent:
         request = NewSessionRequest.parse(params)
         _check_cwd(request.cwd)
         session = AgentSession(
-            uuid.uuid4().hex, request.cwd, self.config.default_mode, self.config.model
+            uuid.uuid4().hex,
+            request.cwd,
+            self.config.default_mode,
+            self.config.model,
+            additional_directories=_directories(request.additional_directories),
         )
         self.store.create(session.id, session.cwd, session.mode, session.model)
         self.sessions[session.id] = session
@@ -131,17 +141,20 @@ class ReferenceAgent:
 
     async def load_session(self, params: Any) -> dict[str, Any]:
         request = LoadSessionRequest.parse(params)
-        session = self._restore(request.session_id, request.cwd)
+        session = self._restore(request.session_id, request.cwd, request.additional_directories)
         for update in self.store.entries(session.id, "update"):
             await self.notify(session.id, update)
         return session.setup(self.config.model_choices)
 
     async def resume_session(self, params: Any) -> dict[str, Any]:
         request = ResumeSessionRequest.parse(params)
-        session = self._restore(request.session_id, request.cwd)
+        session = self._restore(request.session_id, request.cwd, request.additional_directories)
         return session.setup(self.config.model_choices)
 
-    def _restore(self, session_id: str, cwd: str) -> AgentSession:
+    def _restore(
+        self, session_id: str, cwd: str, additional_directories: list[str] | None
+    ) -> AgentSession:
+        directories = _directories(additional_directories)
         live = self.sessions.get(session_id)
         if live is not None and live.turn is not None:
             raise RpcError.invalid_request("the session has a prompt turn running")
@@ -152,7 +165,14 @@ class ReferenceAgent:
             raise RpcError.invalid_params(
                 f"session {session_id} belongs to {stored.cwd}, not {cwd}"
             )
-        session = AgentSession(stored.id, stored.cwd, stored.mode, stored.model, cost=stored.cost)
+        session = AgentSession(
+            stored.id,
+            stored.cwd,
+            stored.mode,
+            stored.model,
+            cost=stored.cost,
+            additional_directories=directories,
+        )
         session.messages = self.store.entries(session_id, "message")
         self.sessions[session_id] = session
         return session
@@ -216,6 +236,9 @@ class ReferenceAgent:
 
     async def prompt(self, params: Any) -> dict[str, Any]:
         cancelled_early = self._started_prompt(params)
+        blocks = params.get("prompt") if isinstance(params, dict) else None
+        if isinstance(blocks, list):
+            check_prompt(blocks)  # before parsing copies it, storing keeps it, a model bills it
         request = PromptRequest.parse(params)
         session = self._session(request.session_id)
         if session.turn is not None:
@@ -281,6 +304,16 @@ class ReferenceAgent:
 def _check_cwd(cwd: str) -> None:
     if not os.path.isabs(cwd):
         raise RpcError.invalid_params(f"cwd must be an absolute path, not {cwd!r}")
+
+
+def _directories(paths: list[str] | None) -> tuple[str, ...]:
+    """``additionalDirectories``: absolute paths, the session's roots beside its cwd."""
+    for path in paths or ():
+        if not os.path.isabs(path):
+            raise RpcError.invalid_params(
+                f"additionalDirectories must be absolute paths, not {path!r}"
+            )
+    return tuple(paths or ())
 
 
 def _iso(timestamp: float) -> str:

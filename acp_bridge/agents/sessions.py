@@ -25,6 +25,13 @@ class AgentSession:
     """Cumulative cost in USD, None while no request had a known price."""
     turn: anyio.CancelScope | None = None
     """The running prompt turn; ``session/cancel`` cancels it."""
+    additional_directories: tuple[str, ...] = ()
+    """The session's roots beside ``cwd`` (``additionalDirectories`` of new/load/resume)."""
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The directories the tools may touch: ``cwd``, then the additional ones."""
+        return (self.cwd, *self.additional_directories)
 
     def setup(self, model_choices: tuple[str, ...]) -> dict[str, Any]:
         """``modes`` and ``configOptions`` of a new/load/resume response."""

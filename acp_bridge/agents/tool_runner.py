@@ -1,10 +1,16 @@
 """Running one tool call through the client, reported as ``tool_call`` / ``tool_call_update``.
 
 Each call is announced (``tool_call``, pending), asks ``session/request_permission`` first if
-it writes or runs something (options allow_once, allow_always, reject_once; ``allow_always`` is
-remembered for that tool for the rest of the session), then runs (``in_progress``) and ends in
-exactly one terminal state (``completed`` or ``failed``), also when the turn is cancelled
-under it: the last update is then sent shielded, before the prompt's answer.
+it writes, runs or lists something (a listing is a command in the client's terminal; options
+allow_once, allow_always, reject_once; ``allow_always`` is remembered for that tool for the rest
+of the session), then runs (``in_progress``) and ends in exactly one terminal state
+(``completed`` or ``failed``), also when the turn is cancelled under it: the last update is
+then sent shielded, before the prompt's answer.
+
+Paths stay inside the session's roots (``cwd`` and ``additionalDirectories``, symlinks resolved
+on this machine, where the client that started the agent runs): a path outside fails the call
+before any question or request. A file that does not exist is not read before it is written
+(reading it would make the client answer an error, which clients show).
 
 What goes back to the model is bounded: :data:`MAX_RESULT_CHARS` of a file or command output
 (the rest is cut with a note saying so).
@@ -56,6 +62,12 @@ class ToolContext:
     notify: Notify
     always_allowed: set[str] = field(default_factory=set)
     can_read: bool = False
+    roots: tuple[str, ...] = ()
+    """The directories paths may point into: the session's ``cwd`` and its
+    ``additionalDirectories`` (empty: ``cwd`` alone)."""
+
+    def allowed_roots(self) -> tuple[str, ...]:
+        return self.roots or (self.cwd,)
 
 
 @dataclass
@@ -111,11 +123,18 @@ class _Call:
         self.arguments = arguments
         self.snapshot: dict[str, Any] = {}
 
-    def path(self, key: str = "path") -> str:
+    def path(self, key: str = "path", *, resolved: bool = False) -> str:
+        """The argument as an absolute path inside the session's roots (ValueError if not);
+        ``resolved``: with symlinks resolved (what was checked against the roots)."""
         value = self.arguments.get(key)
         if not isinstance(value, str) or not value:
             raise ValueError(f"'{key}' must be a non-empty string")
-        return os.path.normpath(os.path.join(self.context.cwd, value))
+        path = os.path.normpath(os.path.join(self.context.cwd, value))
+        real = os.path.realpath(path)
+        roots = self.context.allowed_roots()
+        if any(_inside(real, os.path.realpath(root)) for root in roots):
+            return real if resolved else path
+        raise ValueError(f"{value!r} is outside the session's directories ({', '.join(roots)})")
 
     async def announce(self, name: str) -> None:
         kind = self.spec.kind if self.spec else "other"
@@ -186,8 +205,8 @@ class _Call:
         return await self.done(f"wrote {len(new_text)} characters to {path}", {})
 
     async def _old_text(self, path: str) -> str | None:
-        if not self.context.can_read:
-            return None
+        if not self.context.can_read or not _is_file(path):
+            return None  # a new file: asking the client would only get an error back
         try:
             result = await self.context.request(
                 "fs/read_text_file", {"sessionId": self.context.session_id, "path": path}
@@ -206,7 +225,11 @@ class _Call:
         return await self._in_terminal("sh", ["-c", command])
 
     async def _list(self) -> ToolOutcome:
-        return await self._in_terminal("ls", ["-1Ap", "--", self.path()])
+        # The resolved path: what was checked against the roots is what ls lists.
+        path = self.path(resolved=True)
+        if not await self._permitted({"locations": [{"path": path}]}):
+            return await self._rejected()
+        return await self._in_terminal("ls", ["-1Ap", "--", path])
 
     async def _in_terminal(self, command: str, args: list[str]) -> ToolOutcome:
         session = {"sessionId": self.context.session_id}
@@ -290,6 +313,15 @@ def _title(name: str, arguments: dict[str, Any]) -> str:
     path = arguments.get("path")
     verb = {"read_file": "Read", "write_file": "Write", "list_dir": "List"}.get(name, name)
     return f"{verb} {path}" if isinstance(path, str) else verb
+
+
+def _is_file(path: str) -> bool:
+    """A stat on the machine the client runs on (it started this agent)."""
+    return os.path.isfile(path)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import anyio
 
 from acp_bridge.agents.config import AgentConfig
 from acp_bridge.agents.model import ModelClient, ModelReply, TokenUsage
+from acp_bridge.agents.prompt import prompt_text
 from acp_bridge.agents.sessions import AgentSession
 from acp_bridge.agents.store import EntryKind, HistoryStore
 from acp_bridge.agents.tool_runner import ToolContext, TurnCancelled, run_tool
@@ -26,7 +27,7 @@ from acp_bridge.agents.tools import ToolSpec, available_tools
 from acp_bridge.agents.usage import UsageMeter, add_usage, prompt_usage
 from acp_bridge.wire.initialize import ClientCapabilities
 
-__all__ = ["TurnDeps", "prompt_text", "run_turn"]
+__all__ = ["TurnDeps", "run_turn"]
 
 TITLE_CHARS = 60
 
@@ -39,22 +40,6 @@ class TurnDeps:
     capabilities: ClientCapabilities
     request: Callable[[str, dict[str, Any]], Awaitable[Any]]
     notify: Callable[[str, dict[str, Any]], Awaitable[None]]
-
-
-def prompt_text(blocks: list[dict[str, Any]]) -> str:
-    """The user's prompt as text for the model."""
-    parts: list[str] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(str(block.get("text", "")))
-        elif kind == "resource_link":
-            parts.append(f"[{block.get('name', '')}]({block.get('uri', '')})")
-        elif kind == "resource":
-            resource = block.get("resource") or {}
-            if "text" in resource:
-                parts.append(f"<file uri={resource.get('uri', '')!r}>\n{resource['text']}\n</file>")
-    return "\n".join(parts)
 
 
 async def run_turn(
@@ -103,6 +88,7 @@ class _Turn:
             lambda update: deps.notify(session.id, update),
             session.always_allowed,
             can_read=deps.capabilities.fs.read_text_file,
+            roots=session.roots,
         )
 
     async def loop(self) -> str:
@@ -210,10 +196,16 @@ def system_message(session: AgentSession, tools: list[ToolSpec]) -> dict[str, An
         "role": "system",
         "content": (
             "You are a careful coding agent working in the project at "
-            f"{session.cwd}. Paths are relative to it. Mode {mode}. Tools: {names}. Use tools "
-            "to find facts instead of guessing, keep answers short, and say what you changed."
+            f"{session.cwd}. Paths are relative to it{_also(session)}. Mode {mode}. "
+            f"Tools: {names}. Use tools to find facts instead of guessing, keep answers short, "
+            "and say what you changed."
         ),
     }
+
+
+def _also(session: AgentSession) -> str:
+    others = ", ".join(session.additional_directories)
+    return f"; you may also use {others}" if others else ""
 
 
 def _chunk(kind: str, text: str, message_id: str) -> dict[str, Any]:

@@ -71,6 +71,8 @@ class RawClient:
         self.permissions: list[dict[str, Any]] = []
         self.permission_answer: PermissionAnswer = lambda _: "allow"
         self.cancel_notices = 0
+        self.errors_answered: list[dict[str, Any]] = []
+        """Every error this client answered one of the agent's requests with."""
         self._changed = anyio.Event()
         self._terminals: dict[str, dict[str, Any]] = {}
         self._task_group = task_group
@@ -100,6 +102,8 @@ class RawClient:
         message = json.loads(line)
         if "method" in message and "id" in message:
             self.sent_methods[message["id"]] = message["method"]
+        elif "error" in message:
+            self.errors_answered.append(message["error"])
 
     def _on_update(self, params: Any) -> None:
         self.updates.append(params["update"])
@@ -112,6 +116,15 @@ class RawClient:
     async def wait_for(self, predicate: Callable[[], bool]) -> None:
         while not predicate():
             await self._changed.wait()
+
+    def requests_received(self, method: str) -> list[dict[str, Any]]:
+        """The params of every request the agent sent this client with this method."""
+        found = []
+        for line in self.incoming:
+            message = json.loads(line)
+            if message.get("method") == method and "id" in message:
+                found.append(message["params"])
+        return found
 
     def kinds(self, start: int = 0) -> list[str]:
         return [u["sessionUpdate"] for u in self.updates[start:]]

@@ -177,8 +177,13 @@ async def _tools(client: RawClient, sid: str, work: Path) -> None:
     await client.prompt(sid, "read it back")
     read = [u for u in client.updates[start:] if u["sessionUpdate"] == "tool_call_update"]
     assert read[-1]["content"][0]["content"]["text"] == "hello\n"
+    # A listing runs a command in the client's terminal: it asks as any command does.
+    start = len(client.updates)
     await client.prompt(sid, "list the dir")
-    assert len(client.permissions) == asked_before + 1
+    assert len(client.permissions) == asked_before + 2
+    assert client.permissions[-1]["toolCall"]["kind"] == "search"
+    listed = [u for u in client.updates[start:] if u["sessionUpdate"] == "tool_call_update"]
+    assert listed[-1]["status"] == "completed"
 
 
 async def _cancels(client: RawClient, sid: str) -> None:

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from acp_bridge.agents.mock_script import MockScript, MockScriptError
+from acp_bridge.agents.prompt import check_prompt, prompt_bytes, prompt_text
 from acp_bridge.agents.provider_errors import MAX_PROVIDER_MESSAGE, is_rate_limit, to_rpc_error
 from acp_bridge.agents.store import PAGE_SIZE, HistoryStore
 from acp_bridge.agents.tools import available_tools
-from acp_bridge.agents.turn import prompt_text
+from acp_bridge.errors import RpcError
 from acp_bridge.wire.initialize import ClientCapabilities
 from tests.lockstep import open_in_lockstep
 
@@ -146,3 +147,21 @@ def test_prompt_text_keeps_text_links_and_embedded_files() -> None:
         ]
     )
     assert text == "look\n[a.py](file:///a.py)\n<file uri='file:///b.py'>\nx = 1\n</file>"
+
+
+def test_a_prompt_is_checked_for_advertised_types_and_utf8_bytes() -> None:
+    text = {"type": "text", "text": "héllo"}  # every string value: 4 + 6 bytes
+    link = {"type": "resource_link", "uri": "file:///a", "name": "a"}  # 13 + 9 + 1
+    assert prompt_bytes([text, link], stop_past=100) == 33
+    check_prompt([text, link, {"type": "resource", "resource": {"uri": "u", "blob": "AA"}}])
+    check_prompt([text], max_bytes=10)
+    with pytest.raises(RpcError) as over:
+        check_prompt([text], max_bytes=9)
+    assert over.value.code == -32602 and "9 bytes" in over.value.message
+    for kind in ("image", "audio", "video"):
+        with pytest.raises(RpcError) as refused:
+            check_prompt([text, {"type": kind, "data": ""}])
+        assert refused.value.code == -32602 and repr(kind) in refused.value.message
+    check_prompt(["not a block", {"no": "type"}])  # left to the request's parser
+    # The count stops early: a long string is past the bound by its length alone.
+    assert prompt_bytes([{"type": "text", "text": "x" * 10_000}], stop_past=10) == 10_000
