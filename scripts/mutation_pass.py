@@ -141,8 +141,7 @@ MUTANTS = [
     Mutant(
         "turn: an event delivered to an empty buffer wakes nobody",
         "acp_bridge/client/turn.py",
-        "        buffer.append(event)\n        if self._wakeup is not None:\n"
-        "            self._wake()\n",
+        "        buffer.append(event)\n        self._wakeup.notify_all()\n",
         "        buffer.append(event)\n",
         (TURN_STREAMS,),
     ),
