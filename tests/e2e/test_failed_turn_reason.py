@@ -48,7 +48,9 @@ def test_plain_and_verbose_output_show_the_agents_data(tmp_path: Path) -> None:
 
 def test_json_output_show_and_the_store_keep_the_agents_data(tmp_path: Path) -> None:
     store = tmp_path / "s.db"
-    result = bridge("run", "--store", str(store), "--json", "-m", PROMPT, "--", *FAILING, cwd=tmp_path)
+    result = bridge(
+        "run", "--store", str(store), "--json", "-m", PROMPT, "--", *FAILING, cwd=tmp_path
+    )
     assert result.returncode == 4, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     (failed,) = [e for e in events if e["event"] == "turn_failed"]
