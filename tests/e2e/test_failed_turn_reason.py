@@ -72,3 +72,14 @@ def test_a_message_without_data_is_shown_as_the_agent_sent_it(tmp_path: Path) ->
     )  # fmt: skip
     assert result.returncode == 4, result.stderr
     assert "failed (recoverable): echo agent asked to fail (-32603)\n" in result.stderr
+
+
+def test_an_agent_killed_before_initialize_is_said_in_english(tmp_path: Path) -> None:
+    """#21 item 24: "it killed by SIGKILL" read as if the agent killed something."""
+    result = bridge(
+        "run", "--store", str(tmp_path / "s.db"), "-m", "hi",
+        "--", *ECHO, "--crash-on", "initialize", "--signal", "KILL",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    assert "could not be started: it was killed by SIGKILL before answering" in result.stderr
