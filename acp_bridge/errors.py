@@ -16,6 +16,7 @@ This module imports nothing from the package, so every layer may use it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 __all__ = [
@@ -87,6 +88,30 @@ class RemoteProtocolError(ProtocolError):
     """The peer sent something illegal."""
 
 
+DATA_SHOWN_CHARS = 500
+"""How much of an error's ``data`` its description shows (an agent may put a whole traceback
+there)."""
+
+
+def describe_rpc_error(code: int, message: str, data: Any = None) -> str:
+    """A JSON-RPC error for a person: the peer's message, its code, and its ``data`` when it has
+    any, since agents often answer a generic "Internal error" and put the reason in ``data``
+    (as the ACP SDKs' ``internal_error(data)`` do). A string shows as is, anything else as
+    compact JSON; past :data:`DATA_SHOWN_CHARS` it is cut with an ellipsis."""
+    text = f"{message} ({code})"
+    if data is None or data == "" or data == {} or data == []:
+        return text
+    shown = (
+        data
+        if isinstance(data, str)
+        else json.dumps(data, ensure_ascii=False, default=repr, separators=(",", ":"))
+    )
+    shown = " ".join(shown.split())  # one line, whatever the agent put in
+    if len(shown) > DATA_SHOWN_CHARS:
+        shown = shown[: DATA_SHOWN_CHARS - 1] + "\u2026"
+    return f"{text}: {shown}"
+
+
 class RpcError(BridgeError):
     """A JSON-RPC error response, received from the peer or about to be sent to it.
 
@@ -95,7 +120,7 @@ class RpcError(BridgeError):
     """
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{message} ({code})")
+        super().__init__(describe_rpc_error(code, message, data))
         self.code = code
         self.message = message
         self.data = data

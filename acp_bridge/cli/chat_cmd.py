@@ -114,7 +114,9 @@ class _Chat:
         self.args = args
         self.claimed = claimed
         self.spec = spec
-        self.router = ChatRouter()
+        self.router = ChatRouter(
+            lambda: self.conversation.session.commands if self.conversation else ()
+        )
         self.screen = ChatScreen(sys.stdout, sys.stderr, line_buffer=line_buffer)
         self.questions = ChatQuestions(self.router, self.screen, self._note)
         self.out = ScreenStream(self.screen, "out", sys.stdout)

@@ -6,7 +6,9 @@ question is waiting or gone) and turns each input into one action for the chat t
 Rules:
 
 * A line starting with ``/`` is a command, always (so ``/cancel`` works while a question
-  waits); ``//text`` sends ``/text``. Unknown commands and bad arguments give :class:`Say`.
+  waits); ``//text`` sends ``/text``. A command of the agent's own (its
+  ``available_commands_update``) that is not one of ours is sent as typed, ``/tools ...``: the
+  agent runs it. Unknown commands and bad arguments give :class:`Say`.
 * Otherwise, while a permission question waits, the line answers the oldest one: ``y``/``yes``
   allow once, ``n``/``no`` reject, ``a``/``always`` allow always; anything else asks again.
 * Otherwise a non-blank line is sent (queued behind the running turn, if any).
@@ -19,7 +21,9 @@ Rules:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "HELP_TEXT",
@@ -107,10 +111,51 @@ commands:
   /mode [ID]   list the agent's modes, or choose one
   /model [ID]  list the agent's models, or choose one
   /quit        cancel the running turn and leave (queued messages stay for --resume)
-  /help        this text
-  //text       send "/text"
+  /help        this text (and the agent's own commands)
+  //text       send "/text" (also reaches an agent command named like one of these)
 keys: Ctrl-C cancels the running turn (like /stop); again, or at an idle prompt, leaves.
       Ctrl-D leaves. A permission question is answered on the prompt line: y, n or a."""
+
+_OURS = frozenset(("cancel", "stop", "resume", "retry", "mode", "model", "quit", "exit", "help"))
+
+AgentCommands = Callable[[], Sequence[Mapping[str, Any]]]
+"""The agent's slash commands as it last listed them (``availableCommands`` entries)."""
+
+
+def _no_commands() -> Sequence[Mapping[str, Any]]:
+    return ()
+
+
+def command_names(commands: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Each well-formed command's name (without its ``/``) and its description with the
+    input hint, in the agent's order."""
+    named: dict[str, str] = {}
+    for command in commands:
+        name = command.get("name")
+        if not isinstance(name, str) or not name.strip("/ ") or " " in name.strip("/ "):
+            continue
+        description = command.get("description")
+        text = description.strip() if isinstance(description, str) else ""
+        hint = command.get("input")
+        if isinstance(hint, Mapping) and isinstance(hint.get("hint"), str):
+            text = f"{text} (input: {hint['hint']})" if text else f"input: {hint['hint']}"
+        named.setdefault(name.strip("/ "), " ".join(text.split()))
+    return named
+
+
+def help_text(commands: Sequence[Mapping[str, Any]]) -> str:
+    """/help: ours, then the agent's own commands (sent to it as typed)."""
+    named = command_names(commands)
+    if not named:
+        return HELP_TEXT
+    width = max(len(name) for name in named) + 3
+    lines = [f"  /{name.ljust(width - 1)}{text}".rstrip() for name, text in named.items()]
+    hidden = sorted(name for name in named if name in _OURS)
+    note = [f"  (//{name} reaches the agent's /{name})" for name in hidden]
+    return "\n".join(
+        [HELP_TEXT, "the agent's commands (sent to it as you type them):", *lines, *note]
+    )
+
 
 _ANSWERS = {
     "y": "allow_once",
@@ -123,7 +168,8 @@ _ANSWERS = {
 
 
 class ChatRouter:
-    def __init__(self) -> None:
+    def __init__(self, agent_commands: AgentCommands = _no_commands) -> None:
+        self._agent_commands = agent_commands
         self.turn_running = False
         self.cancel_asked = False
         self.quitting = False
@@ -216,5 +262,7 @@ class ChatRouter:
             self.quitting = True
             return Quit(interrupted=False)
         if name == "help":
-            return Say(HELP_TEXT)
+            return Say(help_text(self._agent_commands()))
+        if name in command_names(self._agent_commands()):
+            return Send(stripped)  # the agent's own command: it runs the prompt "/name ..."
         return Say(f"unknown command /{name}; /help lists them")

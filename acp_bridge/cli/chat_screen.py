@@ -11,7 +11,12 @@ agent streams never lands in the middle of the line being typed.
 Off a terminal (stdout redirected), writes go straight through and there is no footer.
 
 Bounds: the partial line is at most :data:`PARTIAL_MAX` characters; at the bound it is written
-out as a finished line and a new one starts.
+out as a finished line and a new one starts. The footer shows only the partial line's tail that
+fits in half the screen: a footer taller than the screen would push its top into the
+scrollback at every redraw, where no erase reaches it, and leave a copy there each time (the
+whole line is written once, above the footer, when it is finished). Erasing counts the
+footer's rows at the width the terminal has now, so a window narrowed mid-stream (whose
+terminal re-wraps what is drawn) is erased whole too.
 
 Threads: the loop thread writes; the input thread announces the prompt it is about to show and
 the line it read. A lock orders them. readline redraws its own line as the person types; this
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import shutil
 import sys
@@ -64,19 +70,30 @@ class ChatScreen:
         *,
         line_buffer: Callable[[], str] = _no_buffer,
         columns: Callable[[], int] | None = None,
+        lines: Callable[[], int] | None = None,
     ) -> None:
         self.out = out
         self.err = err
         self.fancy = out.isatty()
         self._status_shown = err.isatty()
         self._line_buffer = line_buffer
-        self._columns = columns or (lambda: shutil.get_terminal_size().columns)
+        self._columns = columns or (lambda: self._size().columns)
+        self._lines = lines or (lambda: self._size().lines)
         self._lock = threading.Lock()
         self._partial = {"out": "", "err": ""}
         self._status = ""
         self._question = ""
         self._prompt: str | None = None
         self._footer_rows = 0  # rows the footer takes above the prompt line
+        self._drawn: list[str] = []  # the footer's texts above the prompt line, as drawn
+
+    def _size(self) -> os.terminal_size:
+        """The terminal's size now, asked of the terminal: not ``$COLUMNS``/``$LINES``, which
+        readline exports once and which go stale when the window is resized."""
+        try:
+            return os.get_terminal_size(self.out.fileno())
+        except (OSError, ValueError):
+            return shutil.get_terminal_size()
 
     # -- writers ---------------------------------------------------------------------------
 
@@ -124,6 +141,7 @@ class ChatScreen:
             self._status = self._question = ""
             self._prompt = None
             self._footer_rows = 0
+            self._drawn = []
             self.fancy = False
 
     # -- the input thread --------------------------------------------------------------
@@ -145,10 +163,11 @@ class ChatScreen:
             if not self.fancy:
                 self._prompt = None
                 return
-            up = self._footer_rows + self._rows(prompt + text)
-            self.out.write("\r" + f"\x1b[{up}A" + _ERASE_BELOW)
+            up = min(self._drawn_rows() + self._rows(prompt + text), self._screen_rows() - 1)
+            self.out.write("\r" + (f"\x1b[{up}A" if up else "") + _ERASE_BELOW)
             self._prompt = None
             self._footer_rows = 0
+            self._drawn = []
             self.out.write(prompt + text + "\n")
             self.out.flush()
             self._draw()
@@ -167,34 +186,60 @@ class ChatScreen:
     def _erase(self) -> None:
         """Go to the footer's first row and clear to the end of the screen. The cursor is at
         the end of the prompt line (readline's line, as typed so far), or below the footer."""
-        up = self._footer_rows
+        up = self._drawn_rows()
         if self._prompt is not None:
             up += self._rows(self._prompt + self._line_buffer()) - 1
+        up = min(up, self._screen_rows() - 1)  # the top row is as far as the cursor goes
         self.out.write("\r" + (f"\x1b[{up}A" if up else "") + _ERASE_BELOW)
         self._footer_rows = 0
+        self._drawn = []
 
     def _draw(self) -> None:
-        above = 0
+        drawn: list[str] = []
         partial = self._partial["out"] or self._partial["err"]
         if partial:
+            partial = self._tail(partial, max(1, (self._screen_rows() - 2) // 2))
             self.out.write(partial + "\n")
-            above += self._rows(partial)
+            drawn.append(partial)
         self.out.flush()
         if self._status and self._status_shown:
             self.err.write(self._status + "\x1b[K\n")
             self.err.flush()
-            above += self._rows(self._status)
+            drawn.append(self._status)
         if self._question:
             self.out.write(self._question + "\n")
-            above += sum(self._rows(line) for line in self._question.split("\n"))
+            drawn.extend(self._question.split("\n"))
         if self._prompt is not None:
             self.out.write(self._prompt + self._line_buffer())
         self.out.flush()
-        self._footer_rows = above
+        self._drawn = drawn
+        self._footer_rows = self._drawn_rows()
+
+    def _drawn_rows(self) -> int:
+        """Rows the footer's texts above the prompt line take at the width the terminal has
+        now (a terminal that re-wraps on a resize has them on this many rows)."""
+        return sum(self._rows(text) for text in self._drawn)
+
+    def _tail(self, text: str, rows: int) -> str:
+        """``text``, or its end after an ellipsis when it would take more than ``rows`` rows."""
+        if self._rows(text) <= rows:
+            return text
+        room = rows * max(1, self._columns()) - 1
+        plain = _ESCAPES.sub("", text)  # a cut must not split a color sequence
+        kept: list[str] = []
+        for ch in reversed(plain):
+            room -= display_width(ch)
+            if room < 0:
+                break
+            kept.append(ch)
+        return "\u2026" + "".join(reversed(kept))
 
     def _rows(self, text: str) -> int:
         columns = max(1, self._columns())
         return max(1, -(-display_width(text) // columns))
+
+    def _screen_rows(self) -> int:
+        return max(2, self._lines())
 
 
 class ScreenStream:

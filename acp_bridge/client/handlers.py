@@ -37,6 +37,8 @@ _TERMINAL_METHODS = (
 
 log = logging.getLogger(__name__)
 
+_EARLY_COMMANDS_KEPT = 16
+
 
 class ClientHandlers:
     """Serves the agent's requests; it sees sessions only through ``find_session``."""
@@ -50,6 +52,7 @@ class ClientHandlers:
         self._name = agent_name
         self._options = options
         self._find_session = find_session
+        self._early_commands: dict[str, list[dict[str, Any]]] = {}
         # fs and terminal support are imported only when offered (a one-shot offers neither).
         if options.allow_fs_read or options.allow_fs_write:
             from acp_bridge.client.fs import FileSystemAccess
@@ -139,7 +142,11 @@ class ClientHandlers:
         update = params.get("update")
         session_id = params.get("sessionId")
         session = self._find_session(session_id) if isinstance(session_id, str) else None
-        if session is None or not isinstance(update, dict):
+        if not isinstance(update, dict):
+            return
+        if update.get("sessionUpdate") == "available_commands_update":
+            self._note_commands(session, session_id, update.get("availableCommands"))
+        if session is None:
             log.debug("%s: update for an unknown session dropped", self._name)
             return
         session.updates_seen += 1
@@ -155,6 +162,25 @@ class ClientHandlers:
             await turn.deliver_update(update)
         else:
             session.stray_updates.append(update)
+
+    def _note_commands(self, session: Session | None, session_id: Any, commands: Any) -> None:
+        """The agent's slash commands, kept whenever they come, in a turn or not. Agents send
+        them right after answering ``session/new``, which can be read before the new session
+        is in the table: kept for :meth:`claim_commands` then (the latest few ids only)."""
+        listed = [c for c in commands if isinstance(c, dict)] if isinstance(commands, list) else []
+        if session is not None:
+            session.commands = listed
+        elif isinstance(session_id, str):
+            self._early_commands.pop(session_id, None)
+            self._early_commands[session_id] = listed
+            while len(self._early_commands) > _EARLY_COMMANDS_KEPT:
+                del self._early_commands[next(iter(self._early_commands))]
+
+    def claim_commands(self, session: Session) -> None:
+        """A session just entered the table: its commands, if they came before it did."""
+        listed = self._early_commands.pop(session.id, None)
+        if listed is not None:
+            session.commands = listed
 
     async def on_permission(self, params: Any) -> dict[str, Any]:
         # Imported here: the request models are not needed until an agent asks permission.

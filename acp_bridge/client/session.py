@@ -116,6 +116,9 @@ class Session:
         """The agent's modes for this session (legacy), as last reported."""
         self.config_options: list[Any] = []
         """The agent's config options for this session, as last reported (complete list)."""
+        self.commands: list[dict[str, Any]] = []
+        """The agent's slash commands (``availableCommands`` of its last
+        ``available_commands_update``), as sent: a prompt ``/name ...`` runs one."""
         self.history: list[dict[str, Any]] = []
         """The updates replayed by the last ``session/load``: the past, never new output."""
         self.stray_updates: deque[dict[str, Any]] = deque(maxlen=_STRAY_KEPT)

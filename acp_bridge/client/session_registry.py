@@ -32,10 +32,14 @@ class SessionRegistry:
     """The open sessions of ``host``; ``connected`` is its current connection, if one is up."""
 
     def __init__(
-        self, host: SessionHost, connected: Callable[[], AgentConnection | None]
+        self,
+        host: SessionHost,
+        connected: Callable[[], AgentConnection | None],
+        claim_commands: Callable[[Session], None] = lambda session: None,
     ) -> None:
         self._host = host
         self._connected = connected
+        self._claim_commands = claim_commands  # slash commands that came before the session
         self._sessions: dict[str, Session] = {}
 
     @property
@@ -46,12 +50,11 @@ class SessionRegistry:
         return self._sessions.get(session_id)
 
     async def new(self, cwd: Path, mcp_servers: _Servers, directories: _Directories) -> Session:
-        response = await self._host.call(
-            AgentConnection.new_session, cwd, mcp_servers, directories
-        )
+        response = await self._host.call(AgentConnection.new_session, cwd, mcp_servers, directories)
         session = Session(self._host, response.session_id, cwd, mcp_servers, directories)
         session.offer(response.modes, response.config_options)
         self._sessions[session.id] = session
+        self._claim_commands(session)
         return session
 
     async def listed(self, cwd: Path | None) -> list[SessionInfo]:
@@ -94,6 +97,7 @@ class SessionRegistry:
         session = Session(self._host, session_id, cwd, mcp_servers, directories)
         session.offer(response.modes, response.config_options)
         self._sessions[session_id] = session
+        self._claim_commands(session)
         return session
 
     def rename(self, session: Session, new_id: str) -> None:

@@ -63,6 +63,8 @@ def diagnose_start(
     0"), and is ``None`` when the bridge stopped it (then how it died says nothing). ``step``
     is the request that was under way (``initialize``, then ``authenticate``).
     """
+    if exit_description is not None and exit_description.startswith("killed"):
+        exit_description = f"was {exit_description}"  # "it was killed by SIGKILL"
     ended = f", then {exit_description}" if exit_description else ""
     if isinstance(failure, ProtocolVersionError):
         version = failure.agent_version
@@ -94,7 +96,7 @@ def diagnose_start(
             "raise the startup timeout"
         )
     if isinstance(failure, RpcError):
-        return f"answered {step} with an error: {failure.message} ({failure.code}){ended}"
+        return f"answered {step} with an error: {failure}{ended}"  # its data too
     if exit_description and witness.inbound_lines == 0:
         return f"{exit_description} before answering initialize, without writing on stdout"
     return f"failed during {step}: {failure}{ended}"

@@ -68,7 +68,9 @@ class SupervisedAgent:
         self.options = options
         self._task_group = task_group
         self._handlers = ClientHandlers(self.name, options, self.session)
-        self._sessions = SessionRegistry(self, lambda: self._connection)
+        self._sessions = SessionRegistry(
+            self, lambda: self._connection, self._handlers.claim_commands
+        )
         self._connection: AgentConnection | None = None
         self._lifetime = AgentLifetime(self, self._fail_turns)
         self._supervisor = self._lifetime.supervisor
