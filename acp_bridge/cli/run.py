@@ -39,6 +39,7 @@ from acp_bridge.cli.exit_codes import (
     EXIT_TURN_FAILED,
 )
 from acp_bridge.cli.failures import report_agent_failure, report_auth_required
+from acp_bridge.cli.guarded_output import GuardedOutput, guarded_stderr
 from acp_bridge.cli.named_agents import ResolvedAgent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
@@ -88,7 +89,8 @@ def run_resolved(
     started = None
     try:
         started = early.adopt(spec) if early is not None else None
-        return anyio.run(_run, args, store, record, spec, unsettled, started)
+        with guarded_stderr():  # a note the terminal can no longer show is dropped
+            return anyio.run(_run, args, store, record, spec, unsettled, started)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
@@ -118,6 +120,8 @@ class _Interrupts:
     stopped: anyio.Event = field(default_factory=anyio.Event)
 
     stdout_gone: bool = False
+    output: GuardedOutput | None = None
+    """stdout, guarded: what ended it, if it ended."""
     _task_group: anyio.abc.TaskGroup | None = None
 
     async def watch(self) -> None:
@@ -142,8 +146,9 @@ class _Interrupts:
             self._stop_now()
 
     def stdout_closed(self) -> None:
-        """Whoever read our stdout went away (``| head -1``): nothing more can be shown, so the
-        run stops as a first signal would; the running turn is recorded ``cancelled``."""
+        """Whoever read our stdout went away (``| head -1``), or it cannot be written any more
+        (a full disk, a terminal that closed): nothing more can be shown, so the run stops as a
+        first signal would; the running turn is recorded ``cancelled``."""
         if not self.stdout_gone:
             self.stdout_gone = True
             self.interrupt()
@@ -192,10 +197,17 @@ async def _run(
         finally:
             tg.cancel_scope.cancel()
     if interrupts.count:
-        cause = "stdout was closed" if interrupts.stdout_gone else "interrupted"
+        cause = _stdout_cause(interrupts.output) if interrupts.stdout_gone else "interrupted"
         _say(f"{cause}; " + _what_was_stopped(interrupts))
         return EXIT_INTERRUPTED
     return code
+
+
+def _stdout_cause(output: GuardedOutput | None) -> str:
+    error = None if output is None else output.error
+    if error is None or isinstance(error, BrokenPipeError):
+        return "stdout was closed"
+    return f"stdout could not be written ({error.strerror or error})"
 
 
 def _what_was_stopped(interrupts: _Interrupts) -> str:
@@ -215,11 +227,12 @@ async def _run_agent(
     started: AdoptedProcess | None,
 ) -> int:
     permission = permission_policy(args.permission)
+    interrupts.output = GuardedOutput(sys.stdout, interrupts.stdout_closed)
     printer = EventPrinter(
         json_mode=args.json,
         agent=spec.name,
         permission_mode=permission.mode.value,
-        on_text_closed=interrupts.stdout_closed,
+        text=interrupts.output,
     )
     options = client_options(
         args,
