@@ -6,9 +6,10 @@ at the interpreter's last flush. Other output errors end the output the same way
 full disk or ``> /dev/full`` (ENOSPC), a terminal that went away (EIO: the window closed,
 ``tmux kill-session``), a file over its size limit (EFBIG). :class:`GuardedOutput` is the one way
 the CLI handles them all: the first such error points the descriptor at /dev/null, tells
-``on_closed`` once, and every later write is dropped. What the command does then is its own policy: ``run`` stops as on a
-first signal (exit 130); the listings (``conversations``, ``show``, ``agents``) have nothing
-left to do for that reader and end as they would have (:func:`guarded_stdout`).
+``on_closed`` once, and every later write is dropped. What the command does then is its own
+policy: ``run`` stops as on a first signal (exit 130); the listings (``conversations``,
+``show``, ``agents``) have nothing left to do for that reader and end as they would have
+(:func:`guarded_stdout`).
 
 Light: the standard library only.
 """

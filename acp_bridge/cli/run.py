@@ -32,7 +32,8 @@ from acp_bridge.cli.conversation_setup import (
     client_options,
     turn_policy,
 )
-from acp_bridge.cli.early_start import EarlyAgent, interrupted_early
+from acp_bridge.cli.early_signals import interrupted_early, watched_signals
+from acp_bridge.cli.early_start import EarlyAgent
 from acp_bridge.cli.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -125,7 +126,8 @@ class _Interrupts:
     _task_group: anyio.abc.TaskGroup | None = None
 
     async def watch(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        # A signal inherited as ignored (SIGINT in a background job) stays ignored.
+        with anyio.open_signal_receiver(*watched_signals()) as signals:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
                 if interrupted_early():  # a signal before this watcher, not yet acted upon

@@ -16,6 +16,7 @@ Each was reproduced before the fix:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pty
 import signal
@@ -23,8 +24,11 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {
@@ -107,4 +111,115 @@ def test_run_on_a_terminal_that_closes_stops_like_a_hangup_and_exits_130(tmp_pat
             bridge.kill()
         wait_agent_gone(peer)
     assert code == 130
+    assert stored_rows(store) == [(1, "cancelled")]
+
+
+# -- 8. a signal in the first milliseconds ---------------------------------------------------------
+
+SIGNAL_AT_THE_FIRST_LINE = """
+import os, signal, sys
+from acp_bridge.cli import launch
+
+signum = int(sys.argv[1])
+def hold_then_signal(argv):
+    held(argv)
+    os.kill(os.getpid(), signum)  # before the command line is even imported
+held, launch.hold_if_run = launch.hold_if_run, hold_then_signal
+sys.argv = ["acp-bridge", "run", *sys.argv[2:]]
+launch.entry()
+"""
+
+STOPPING = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+
+
+@pytest.mark.parametrize("signum", STOPPING, ids=lambda s: s.name)
+def test_a_signal_at_the_bridges_first_line_exits_130(tmp_path: Path, signum: int) -> None:
+    """The program's first line holds the stopping signals: one that comes while the command
+    line is still being imported ends the run with 130, before any agent is spawned."""
+    store = tmp_path / "s.db"
+    result = subprocess.run(
+        [sys.executable, "-c", SIGNAL_AT_THE_FIRST_LINE, str(int(signum)),
+         "--store", str(store), "-m", "hi", "--", *SLOW],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env=ENV,
+    )  # fmt: skip
+    assert result.returncode == 130, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert not store.exists()  # stopped before anything was opened
+
+
+def caught_signals(pid: int) -> int:
+    """The mask of the signals ``pid`` has a handler for (``SigCgt``); 0 once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    return int(status.split("SigCgt:")[1].split()[0], 16)
+
+
+def wait_until_held(bridge: subprocess.Popen[bytes]) -> None:
+    """Wait until the bridge's own code holds SIGTERM and SIGHUP (the interpreter's start-up,
+    before that, is not the bridge's)."""
+    wanted = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGHUP - 1))
+    while caught_signals(bridge.pid) & wanted != wanted:
+        assert bridge.poll() is None, "the bridge ended before it held its signals"
+        time.sleep(0.0005)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+def test_a_signal_at_any_moment_of_the_start_exits_130(tmp_path: Path) -> None:
+    """Each stopping signal, sent at a spread of moments from the bridge's first line through
+    its whole start (imports, the early spawn, the library's import, the event loop's start,
+    the first turn): every run exits 130, without a traceback, and leaves no agent behind.
+    Which phase a given delay hits depends on the machine; every phase must give 130."""
+    failures = []
+    for step in range(12):
+        signum = STOPPING[step % 3]
+        with agent_listener() as (listener, connect_back):
+            listener.settimeout(0.001)
+            bridge = subprocess.Popen(
+                [*RUN, "--store", str(tmp_path / f"s{step}.db"), "-m", "echo hi; wait",
+                 "--", *SLOW, *connect_back],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                cwd=tmp_path, env=ENV,
+            )  # fmt: skip
+            try:
+                wait_until_held(bridge)
+                time.sleep(step * 0.012)  # the moment, not a wait for anything
+                bridge.send_signal(signum)
+                _out, err = bridge.communicate(timeout=60)
+            finally:
+                bridge.kill()
+            with contextlib.suppress(TimeoutError):  # spawned, so the agent must be gone
+                wait_agent_gone(listener.accept()[0])
+        text = err.decode(errors="replace")
+        if bridge.returncode != 130 or "Traceback" in text:
+            failures.append((step, signum.name, bridge.returncode, text[-500:]))
+    assert failures == []
+
+
+def test_sigint_inherited_as_ignored_stays_ignored(tmp_path: Path) -> None:
+    """A background job (``acp-bridge run ... &`` in a script) inherits SIGINT ignored, so a
+    Ctrl-C meant for the foreground does not stop it. The bridge keeps it ignored: the SIGINT
+    here is not a first stop, so the SIGTERM after it is (a second one would kill at once)."""
+    store = tmp_path / "s.db"
+    bridge = subprocess.Popen(
+        [*RUN, "--json", "--store", str(store), "-m", "echo working; wait", "--", *SLOW],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=ENV,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    try:
+        assert bridge.stdout is not None
+        for line in bridge.stdout:
+            if json.loads(line)["event"] == "update":  # the turn runs
+                break
+        assert caught_signals(bridge.pid) & (1 << (signal.SIGINT - 1)) == 0
+        bridge.send_signal(signal.SIGINT)
+        bridge.send_signal(signal.SIGTERM)
+        _out, err = bridge.communicate(timeout=60)
+    finally:
+        bridge.kill()
+    assert bridge.returncode == 130, err
+    assert "the running turn was cancelled and the agent was stopped" in err, err
     assert stored_rows(store) == [(1, "cancelled")]
