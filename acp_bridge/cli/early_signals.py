@@ -24,6 +24,7 @@ from typing import Final
 __all__ = [
     "catch_early_signals",
     "hold_if_run",
+    "ignore_stopping_signals",
     "interrupted_early",
     "signals_held",
     "watched_signals",
@@ -60,6 +61,13 @@ def catch_early_signals() -> None:
     if not _installed():
         _install()
     _raising.append(True)
+
+
+def ignore_stopping_signals() -> None:
+    """The run is over: a late signal must not kill the bridge mid-cleanup (that ended it by
+    the signal, not with exit 130)."""
+    for signum in _SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def watched_signals() -> tuple[int, ...]:

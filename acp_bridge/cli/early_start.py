@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from acp_bridge.process.early import AdoptedProcess, discard
 from acp_bridge.process.spec import AgentSpec
 
-__all__ = ["EarlyAgent"]
+__all__ = ["EarlyAgent", "interrupted_line"]
 
 
 @dataclass
@@ -38,3 +38,10 @@ class EarlyAgent:
         if self.popen is not None:
             popen, self.popen = self.popen, None
             discard(popen)
+
+
+def interrupted_line(agent_spawned: bool) -> str:
+    """What ``run`` says when a signal stops it before its own watcher took over."""
+    if agent_spawned:
+        return "acp-bridge: interrupted; the agent was still starting; it was stopped"
+    return "acp-bridge: interrupted before the agent was started"

@@ -32,8 +32,12 @@ from acp_bridge.cli.conversation_setup import (
     client_options,
     turn_policy,
 )
-from acp_bridge.cli.early_signals import interrupted_early, watched_signals
-from acp_bridge.cli.early_start import EarlyAgent
+from acp_bridge.cli.early_signals import (
+    ignore_stopping_signals,
+    interrupted_early,
+    watched_signals,
+)
+from acp_bridge.cli.early_start import EarlyAgent, interrupted_line
 from acp_bridge.cli.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -60,6 +64,7 @@ from acp_bridge.errors import (
     QueueStoreError,
     SpawnError,
 )
+from acp_bridge.process import killer
 from acp_bridge.process.early import AdoptedProcess
 from acp_bridge.process.spec import AgentSpec
 
@@ -92,13 +97,12 @@ def run_resolved(
         started = early.adopt(spec) if early is not None else None
         with guarded_stderr():  # a note the terminal can no longer show is dropped
             return anyio.run(_run, args, store, record, spec, unsettled, started)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the watcher took over
+        ignore_stopping_signals()
+        _say_line(interrupted_line(started is not None))
         return EXIT_INTERRUPTED
     finally:
-        # The run is over: a late second signal must not kill the bridge mid-cleanup
-        # (it used to end it by the signal, not with exit 130).
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_IGN)
+        ignore_stopping_signals()  # the run is over: a late signal must not end the cleanup
         if started is not None:
             started.discard_if_running()  # interrupted before the supervisor took it over
         claimed.release()
@@ -121,6 +125,10 @@ class _Interrupts:
     stopped: anyio.Event = field(default_factory=anyio.Event)
 
     stdout_gone: bool = False
+    starting: AdoptedProcess | None = None
+    """The agent spawned early, until it answered ``initialize`` (then :attr:`agent` is set)."""
+    stopped_what: str = "the agent was stopped before any turn ran"
+    """What the first stop found to stop, for the last line."""
     output: GuardedOutput | None = None
     """stdout, guarded: what ended it, if it ended."""
     _task_group: anyio.abc.TaskGroup | None = None
@@ -158,8 +166,18 @@ class _Interrupts:
     async def _stop(self) -> None:
         conversation = self.conversation
         if conversation is None:  # still starting: nothing to record
+            if self.agent is None and self.starting is not None:
+                # It has not even answered initialize: nothing was said to it that an EOF
+                # would let it finish, and it may not read its stdin yet (the EOF wait took
+                # 2 s). SIGTERM now; the supervisor's stop then reaps the tree.
+                self.stopped_what = "the agent was still starting; it was stopped"
+                killer.signal_group(self.starting.pid, signal.SIGTERM)
             self.everything.cancel()
             return
+        if conversation.queue.running is not None:
+            self.stopped_what = "the running turn was cancelled and the agent was stopped"
+        else:
+            self.stopped_what = "no turn was running; the agent was stopped"
         self.stopped.set()  # _drive stops feeding messages and waits for the turn
         if self.agent is not None:
             self.agent.stop_restarting()  # a quarantine now ends the agent: we are leaving
@@ -185,7 +203,7 @@ async def _run(
     unsettled: set[int],
     started: AdoptedProcess | None,
 ) -> int:
-    interrupts = _Interrupts()
+    interrupts = _Interrupts(starting=started)
     progress = StartupProgress(spec.name, args.startup_timeout)
     async with anyio.create_task_group() as tg:
         tg.start_soon(interrupts.watch)
@@ -214,7 +232,7 @@ def _stdout_cause(output: GuardedOutput | None) -> str:
 
 def _what_was_stopped(interrupts: _Interrupts) -> str:
     if interrupts.count == 1:
-        return "the running turn was cancelled and the agent was stopped"
+        return interrupts.stopped_what
     return "the agent's process tree was killed at once"
 
 
@@ -248,6 +266,7 @@ async def _run_agent(
         async with open_supervised_agent(spec, options, started=started) as agent:
             progress.finish()
             interrupts.agent = agent
+            interrupts.starting = None
             # The printer outlives the conversation: it prints every event, the final state of
             # a stopped turn included, and ends when the conversation closes its stream.
             try:
@@ -379,4 +398,8 @@ def _leaves(error: BaseException) -> list[BaseException]:
 
 
 def _say(text: str) -> None:
-    print(f"acp-bridge: {text}", file=sys.stderr, flush=True)
+    _say_line(f"acp-bridge: {text}")
+
+
+def _say_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

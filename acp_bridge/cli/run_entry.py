@@ -22,8 +22,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from acp_bridge.cli.early_signals import catch_early_signals, interrupted_early, signals_held
-from acp_bridge.cli.early_start import EarlyAgent
+from acp_bridge.cli.early_signals import (
+    catch_early_signals,
+    ignore_stopping_signals,
+    interrupted_early,
+    signals_held,
+)
+from acp_bridge.cli.early_start import EarlyAgent, interrupted_line
+from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED
 from acp_bridge.cli.named_agents import ResolvedAgent, resolve_agent
 from acp_bridge.cli.stdin_messages import check_messages
 from acp_bridge.errors import SpawnError
@@ -42,10 +48,11 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         parser.error("run: --retry-failed needs --resume or --conversation ID")
     check_messages(parser, args.message, args.max_message_bytes)  # usage errors spawn nothing
     catch_early_signals()
-    if interrupted_early():  # held since the program started: nothing is spawned yet
-        raise KeyboardInterrupt
-    early = None if continuing else _early_agent(args, agent)
+    early = None
     try:
+        if interrupted_early():  # held since the program started: nothing is spawned yet
+            raise KeyboardInterrupt
+        early = None if continuing else _early_agent(args, agent)
         if early is not None:
             _spawn(early)
         if interrupted_early():  # it came during the spawn, which holds it back
@@ -57,6 +64,13 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
             # callback, say). It still means stop.
             raise KeyboardInterrupt
         return run_resolved(parser, args, agent, early)
+    except KeyboardInterrupt:  # before run's own watcher took over (it has its own words)
+        ignore_stopping_signals()
+        spawned = early is not None and early.popen is not None
+        if early is not None:
+            early.discard()
+        print(interrupted_line(spawned), file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     finally:
         if early is not None:
             early.discard()

@@ -223,3 +223,46 @@ def test_sigint_inherited_as_ignored_stays_ignored(tmp_path: Path) -> None:
     assert bridge.returncode == 130, err
     assert "the running turn was cancelled and the agent was stopped" in err, err
     assert stored_rows(store) == [(1, "cancelled")]
+
+
+# -- 10. SIGINT while the agent is still starting --------------------------------------------------
+
+
+@pytest.mark.parametrize("moment", ["spawned", "supervised"])
+def test_sigint_while_the_agent_starts_stops_it_at_once_and_says_so(
+    tmp_path: Path, moment: str
+) -> None:
+    """The agent has connected back but sleeps before it reads its stdin (it has not answered
+    ``initialize``). Before the fix the stop closed its stdin and waited 2 s for an exit that
+    could not come, then said "the running turn was cancelled" though no turn ran. Now it is
+    sent SIGTERM at once (no EOF wait, which ``-v`` would log) and the line says what was
+    stopped. ``spawned``: as soon as the agent runs (the bridge may still be importing);
+    ``supervised``: once the bridge forwards the agent's stderr (its own watcher is in
+    charge)."""
+    store = tmp_path / "s.db"
+    with agent_listener() as (listener, connect_back):
+        bridge = subprocess.Popen(
+            [*RUN, "-v", "--store", str(store), "-m", "echo hi", "--",
+             *SLOW[:-1], "--startup-delay", "60", *connect_back],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=tmp_path, env=ENV,
+        )  # fmt: skip
+        try:
+            peer = listener.accept()[0]  # the agent runs, and will not read stdin for 60 s
+            seen = []
+            if moment == "supervised":
+                assert bridge.stderr is not None
+                for line in bridge.stderr:
+                    seen.append(line)
+                    if "started:" in line:  # the agent's own log line, forwarded
+                        break
+            bridge.send_signal(signal.SIGINT)
+            _out, err = bridge.communicate(timeout=60)
+        finally:
+            bridge.kill()
+        wait_agent_gone(peer)
+    err = "".join(seen) + err
+    assert bridge.returncode == 130, err
+    assert "did not exit on EOF" not in err, err
+    assert "interrupted; the agent was still starting; it was stopped" in err, err
+    assert "running turn" not in err, err
