@@ -331,11 +331,12 @@ async def _drive(
             await conversation.resume()
         if args.retry_failed:
             await _retry_failed(store, conversation, judged)
+        send = _StoringSender(conversation)
         if args.message:
             for text in args.message:
-                judged.add(await conversation.send(text))
+                judged.add(await send(text))
         elif not (args.resume or args.conversation) or not sys.stdin.isatty():
-            refused = await read_stdin(conversation.send, judged, args.max_message_bytes)
+            refused = await read_stdin(send, judged, args.max_message_bytes)
         reason = await conversation.wait_idle()
         tg.cancel_scope.cancel()
     if interrupts.stopped.is_set():
@@ -345,6 +346,30 @@ async def _drive(
     if reason == "agent_gone" or refused:
         return EXIT_TURN_FAILED
     return await _exit_code(store, conversation.id, judged)
+
+
+class _StoringSender:
+    """``conversation.send``, whose store error names the message that was not stored (a full
+    disk): the run then stops, and nothing after it is read."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        self._conversation = conversation
+        self._count = 0
+
+    async def __call__(self, text: str) -> int:
+        self._count += 1
+        try:
+            return await self._conversation.send(text)
+        except QueueStoreError as exc:
+            preview = text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+            raise QueueStoreError(
+                f"message {self._count} of this run ({preview!r}) could not be stored, and "
+                f"nothing after it was read: {exc}"
+            ) from exc
+
+
+_PREVIEW: Final = 40
+"""How much of a message that could not be stored is quoted."""
 
 
 async def _retry_failed(store: QueueStore, conversation: Conversation, judged: set[int]) -> None:

@@ -19,13 +19,14 @@ import contextlib
 import json
 import os
 import pty
+import resource
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,79 @@ def test_sigint_while_the_agent_starts_stops_it_at_once_and_says_so(
     assert "did not exit on EOF" not in err, err
     assert "interrupted; the agent was still starting; it was stopped" in err, err
     assert "running turn" not in err, err
+
+
+# -- 6. a full disk --------------------------------------------------------------------------------
+
+
+def file_size_limit(limit: int) -> Callable[[], None]:
+    """For ``preexec_fn``: no file may grow past ``limit`` bytes (a full disk, without root or
+    a mount), and SIGXFSZ ignored so that the write fails with EFBIG instead of killing."""
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def test_a_message_a_full_disk_cannot_store_is_named_and_the_run_stops(tmp_path: Path) -> None:
+    """The store is created, then the first message does not fit: the line names it, the
+    agent is stopped, nothing is prompted, and the exit code is 4."""
+    store = tmp_path / "s.db"
+    message = "echo " + "x" * 300_000 + "\n"  # too long for an argument: a line of stdin
+    with agent_listener() as (listener, connect_back):
+        bridge = subprocess.Popen(
+            [*RUN, "--json", "--store", str(store), "--", *SLOW, *connect_back],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=tmp_path, env=ENV, preexec_fn=file_size_limit(150_000),
+        )  # fmt: skip
+        try:
+            peer = listener.accept()[0]
+            out, err = bridge.communicate(message, timeout=60)
+        finally:
+            bridge.kill()
+        wait_agent_gone(peer)
+    assert bridge.returncode == 4, err
+    assert "Traceback" not in err, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(
+        "acp-bridge: message 1 of this run ('echo xxxxxxxx"
+    ) and "could not be stored" in line, line
+    assert '"turn_started"' not in out
+    assert stored_rows(store) == []
+
+
+def test_a_full_disk_mid_run_stops_at_once_and_reports_nothing_unstored(tmp_path: Path) -> None:
+    """Lines keep coming on stdin while turns run, until a commit fails (a message's store, or
+    a turn's end: which one depends on the order they meet). The run stops without waiting
+    out the stop window (the turn's end can no longer be recorded), says what could not be
+    stored in one line, stops the agent, and exits 4; no turn it reported ``done`` is missing
+    from the store."""
+    store = tmp_path / "s.db"
+    lines = "".join(f"echo line {i} {'y' * 4000}\n" for i in range(400))
+    with agent_listener() as (listener, connect_back):
+        bridge = subprocess.Popen(
+            [*RUN, "--json", "--store", str(store), "--", *SLOW, "--max-wait", "0",
+             *connect_back],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=tmp_path, env=ENV, preexec_fn=file_size_limit(400_000),
+        )  # fmt: skip
+        try:
+            peer = listener.accept()[0]
+            with contextlib.suppress(BrokenPipeError):
+                out, err = bridge.communicate(lines, timeout=60)
+        finally:
+            bridge.kill()
+        wait_agent_gone(peer)
+    assert bridge.returncode == 4, err
+    assert "Traceback" not in err, err
+    assert "did not close in time" not in err, err  # the stop window was not waited out
+    (line,) = [x for x in err.splitlines() if "could not" in x]
+    assert "disk I/O error" in line or "full" in line, line
+    done = {
+        event["seq"]
+        for event in map(json.loads, out.splitlines())
+        if event["event"] == "turn_ended" and event["state"] == "done"
+    }
+    assert done <= {seq for seq, state in stored_rows(store) if state == "done"}
