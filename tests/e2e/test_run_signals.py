@@ -343,3 +343,53 @@ def test_a_full_disk_mid_run_stops_at_once_and_reports_nothing_unstored(tmp_path
         if event["event"] == "turn_ended" and event["state"] == "done"
     }
     assert done <= {seq for seq, state in stored_rows(store) if state == "done"}
+
+
+# -- 9. SIGTERM while the agent is being restored ------------------------------------------------
+
+
+def test_sigterm_during_a_restore_leaves_the_waiting_message_queued_for_resume(
+    tmp_path: Path,
+) -> None:
+    """Message 1 crashes the agent; the restarted agent takes its time over ``session/load``
+    while message 2 waits for it. SIGTERM then: message 2 was never sent, so it stays queued
+    (it was recorded ``cancelled``), and ``--resume`` sends it."""
+    store = tmp_path / "s.db"
+    agent = [
+        sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "echo_agent.py"),
+        "--history", str(tmp_path / "history.json"), "--load-delay-ms", "60000",
+    ]  # fmt: skip
+    bridge = subprocess.Popen(
+        [*RUN, "-v", "--json", "--store", str(store), "-m", "crash", "-m", "echo second",
+         "--", *agent],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=ENV,
+    )  # fmt: skip
+    try:
+        assert bridge.stderr is not None
+        seen = []
+        for line in bridge.stderr:  # the agent's log, forwarded with -v
+            seen.append(line)
+            if "request session/load" in line:  # the restore is under way
+                break
+        bridge.send_signal(signal.SIGTERM)
+        out, err = bridge.communicate(timeout=60)
+    finally:
+        bridge.kill()
+    err = "".join(seen) + err
+    assert bridge.returncode == 130, err
+    assert "no turn was running; the agent was stopped" in err, err
+    assert stored_rows(store) == [(1, "failed"), (2, "queued")]
+    turns = [e for e in map(json.loads, out.splitlines()) if e["event"].startswith("turn_")]
+    assert [e["seq"] for e in turns] == [1, 1], turns  # 2 never started
+
+    (conversation,) = {e["conversation"] for e in map(json.loads, out.splitlines())
+                       if e["event"] == "session"}  # fmt: skip
+    quick = agent[:-2]  # the same agent, restoring at once this time
+    resumed = subprocess.run(
+        [*RUN, "--json", "--store", str(store), "--conversation", conversation, "--", *quick],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env=ENV,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert stored_rows(store) == [(1, "failed"), (2, "done")]
