@@ -32,7 +32,7 @@ __all__ = [
 
 _SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-_ignored: set[int] | None = None
+_ignored: set[signal.Signals] | None = None
 """The signals this process inherited as ignored (decided at the first install)."""
 
 _interrupted: list[int] = []
@@ -70,7 +70,7 @@ def ignore_stopping_signals() -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
-def watched_signals() -> tuple[int, ...]:
+def watched_signals() -> tuple[signal.Signals, ...]:
     """The stopping signals ``run`` watches: those not inherited as ignored."""
     ignored = _ignored or set()
     return tuple(signum for signum in _SIGNALS if signum not in ignored)

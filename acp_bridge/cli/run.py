@@ -22,7 +22,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TextIO, cast
 
 import anyio
 
@@ -252,7 +252,7 @@ async def _run_agent(
         json_mode=args.json,
         agent=spec.name,
         permission_mode=permission.mode.value,
-        text=interrupts.output,
+        text=cast(TextIO, interrupts.output),
     )
     options = client_options(
         args,
