@@ -4,12 +4,15 @@ Messages come from ``-m`` (in order) or from stdin lines (each line is stored an
 is read, so a line typed during a turn waits for it). stdout carries the agent's text, or one
 JSON event per line with ``--json``; everything else goes to stderr.
 
-Signals (SIGINT, SIGTERM, or SIGHUP when the terminal goes away), the same in every phase:
+Signals (SIGINT, SIGTERM, or SIGHUP when the terminal goes away), the same in every phase (from
+the program's first line: see :mod:`.early_signals`; one inherited as ignored stays ignored).
+stdout closed by its reader or failing (a full disk, a terminal gone) counts as a first signal:
 
 * the first one stops: the running turn is cancelled and the bridge waits for it to close (the
   grace window, then the quarantine; bounded by :attr:`Conversation.stop_bound_s`), so the
   store records it ``cancelled`` and ``turn_ended`` is printed; then the agent's whole process
-  tree is stopped and the exit code is 130;
+  tree is stopped and the exit code is 130. A message whose turn had not begun stays queued;
+  an agent that has not answered ``initialize`` yet gets SIGTERM at once;
 * a second one stops *now*: the agent's process tree is SIGKILLed at once, a turn still open is
   recorded ``cancelled`` without waiting, and the bridge exits 130 within about a second.
 """

@@ -59,7 +59,7 @@ def agent_listener() -> Iterator[tuple[socket.socket, list[str]]]:
 
 def wait_agent_gone(peer: socket.socket) -> None:
     peer.settimeout(30)
-    with peer:
+    with peer, contextlib.suppress(ConnectionResetError):  # reset: killed, unread data
         while peer.recv(4096):
             pass
 
