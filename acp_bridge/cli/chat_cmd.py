@@ -125,6 +125,7 @@ class _Chat:
             line_buffer=line_buffer,
         )
         self._hung_up = False
+        self._watching = False  # the signal watcher runs: a SIGHUP is acted upon, not fatal
         self.questions = ChatQuestions(self.router, self.screen, self._note)
         self.out = ScreenStream(self.screen, "out", sys.stdout)
         self.err = ScreenStream(self.screen, "err", sys.stderr)
@@ -165,23 +166,28 @@ class _Chat:
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-            async for signum in signals:
-                action = (
-                    self.router.interrupt() if signum == signal.SIGINT else self.router.terminate()
-                )
-                if isinstance(action, QuitNow):
-                    self._quit_now()
-                elif self.conversation is None:  # still starting (or already closed)
-                    self.quit = Quit(interrupted=True)
-                    self.everything.cancel()
-                else:
-                    self._post(action)
+            self._watching = True
+            try:
+                async for signum in signals:
+                    self._on_signal(signum)
+            finally:
+                self._watching = False
+
+    def _on_signal(self, signum: int) -> None:
+        action = self.router.interrupt() if signum == signal.SIGINT else self.router.terminate()
+        if isinstance(action, QuitNow):
+            self._quit_now()
+        elif self.conversation is None:  # still starting (or already closed)
+            self.quit = Quit(interrupted=True)
+            self.everything.cancel()
+        else:
+            self._post(action)
 
     def _output_gone(self) -> None:
         """stdout or stderr can no longer be written: leave as on SIGHUP (the running turn is
         recorded cancelled, the agent stopped, exit 130). Through the signal itself, so it
         takes the one path a hangup takes, from whichever thread was writing; once."""
-        if not self._hung_up:
+        if not self._hung_up and self._watching:
             self._hung_up = True
             os.kill(os.getpid(), signal.SIGHUP)
 

@@ -303,9 +303,10 @@ def test_a_message_a_full_disk_cannot_store_is_named_and_the_run_stops(tmp_path:
     assert bridge.returncode == 4, err
     assert "Traceback" not in err, err
     (line,) = err.strip().splitlines()
-    assert line.startswith(
-        "acp-bridge: message 1 of this run ('echo xxxxxxxx"
-    ) and "could not be stored" in line, line
+    assert (
+        line.startswith("acp-bridge: message 1 of this run ('echo xxxxxxxx")
+        and "could not be stored" in line
+    ), line
     assert '"turn_started"' not in out
     assert stored_rows(store) == []
 
