@@ -164,7 +164,8 @@ class _Interrupts:
         first signal would; the running turn is recorded ``cancelled``."""
         if not self.stdout_gone:
             self.stdout_gone = True
-            self.interrupt()
+            if not self.count:  # not a second stop: a terminal's SIGHUP comes with its EIO
+                self.interrupt()
 
     async def _stop(self) -> None:
         conversation = self.conversation

@@ -394,3 +394,34 @@ def test_sigterm_during_a_restore_leaves_the_waiting_message_queued_for_resume(
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert stored_rows(store) == [(1, "failed"), (2, "done")]
+
+
+def test_run_whose_controlling_terminal_closes_stops_once_and_exits_130(tmp_path: Path) -> None:
+    """As when the window closes: SIGHUP, and EIO on the writes. Both are one stop (the turn is
+    recorded ``cancelled`` after its grace), not a first and a second."""
+    store = tmp_path / "s.db"
+    with agent_listener() as (listener, connect_back):
+        command = [*RUN, "--store", str(store), "-m", "echo working; trickle 100000 20; wait",
+                   "--", *SLOW, *connect_back]  # fmt: skip
+        pid, master = pty.fork()  # the pty is the bridge's controlling terminal
+        if pid == 0:  # the child: nothing of the test runs here
+            os.chdir(tmp_path)
+            os.execvpe(command[0], command, ENV)
+        try:
+            peer = listener.accept()[0]
+            seen = b""
+            while b"trickle-1-0" not in seen:  # the turn is streaming to the terminal
+                seen += os.read(master, 4096)
+            os.close(master)
+            master = -1
+            _, status = os.waitpid(pid, 0)
+            pid = 0
+        finally:
+            if master >= 0:
+                os.close(master)
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        wait_agent_gone(peer)
+    assert os.waitstatus_to_exitcode(status) == 130
+    assert stored_rows(store) == [(1, "cancelled")]
