@@ -1,5 +1,5 @@
 """``python -m acp_bridge`` is ``acp-bridge``."""
 
-from acp_bridge.cli.main import entry
+from acp_bridge.cli.launch import entry
 
 entry()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import os
 import signal
 import sys
 from typing import Any, Final, TextIO, cast
@@ -61,6 +62,7 @@ from acp_bridge.cli.conversation_setup import (
 )
 from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_TURN_FAILED
 from acp_bridge.cli.failures import report_agent_failure, report_auth_required
+from acp_bridge.cli.guarded_output import GuardedOutput
 from acp_bridge.cli.named_agents import resolve_agent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
@@ -117,7 +119,15 @@ class _Chat:
         self.router = ChatRouter(
             lambda: self.conversation.session.commands if self.conversation else ()
         )
-        self.screen = ChatScreen(sys.stdout, sys.stderr, line_buffer=line_buffer)
+        # A terminal that went away (EIO: the window closed, tmux kill-session) or output that
+        # fails otherwise: treated as the hangup it is (see _output_gone).
+        self.screen = ChatScreen(
+            cast(TextIO, GuardedOutput(sys.stdout, self._output_gone)),
+            cast(TextIO, GuardedOutput(sys.stderr, self._output_gone)),
+            line_buffer=line_buffer,
+        )
+        self._hung_up = False
+        self._watching = False  # the signal watcher runs: a SIGHUP is acted upon, not fatal
         self.questions = ChatQuestions(self.router, self.screen, self._note)
         self.out = ScreenStream(self.screen, "out", sys.stdout)
         self.err = ScreenStream(self.screen, "err", sys.stderr)
@@ -158,17 +168,30 @@ class _Chat:
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-            async for signum in signals:
-                action = (
-                    self.router.interrupt() if signum == signal.SIGINT else self.router.terminate()
-                )
-                if isinstance(action, QuitNow):
-                    self._quit_now()
-                elif self.conversation is None:  # still starting (or already closed)
-                    self.quit = Quit(interrupted=True)
-                    self.everything.cancel()
-                else:
-                    self._post(action)
+            self._watching = True
+            try:
+                async for signum in signals:
+                    self._on_signal(signum)
+            finally:
+                self._watching = False
+
+    def _on_signal(self, signum: int) -> None:
+        action = self.router.interrupt() if signum == signal.SIGINT else self.router.terminate()
+        if isinstance(action, QuitNow):
+            self._quit_now()
+        elif self.conversation is None:  # still starting (or already closed)
+            self.quit = Quit(interrupted=True)
+            self.everything.cancel()
+        else:
+            self._post(action)
+
+    def _output_gone(self) -> None:
+        """stdout or stderr can no longer be written: leave as on SIGHUP (the running turn is
+        recorded cancelled, the agent stopped, exit 130). Through the signal itself, so it
+        takes the one path a hangup takes, from whichever thread was writing; once."""
+        if not self._hung_up and self._watching:
+            self._hung_up = True
+            os.kill(os.getpid(), signal.SIGHUP)
 
     def _quit_now(self) -> None:
         self.quit = Quit(interrupted=True)

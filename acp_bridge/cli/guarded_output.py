@@ -2,11 +2,14 @@
 
 The reader of a pipe may close it at any time; the next write then raises BrokenPipeError (the
 interpreter ignores SIGPIPE), and left alone that ends in a traceback, if not at the write then
-at the interpreter's last flush. :class:`GuardedOutput` is the one way the CLI handles it: the
-first BrokenPipeError points the descriptor at /dev/null, tells ``on_closed`` once, and every
-later write is dropped. What the command does then is its own policy: ``run`` stops as on a
-first signal (exit 130); the listings (``conversations``, ``show``, ``agents``) have nothing
-left to do for that reader and end as they would have (:func:`guarded_stdout`).
+at the interpreter's last flush. Other output errors end the output the same way (issue 21): a
+full disk or ``> /dev/full`` (ENOSPC), a terminal that went away (EIO: the window closed,
+``tmux kill-session``), a file over its size limit (EFBIG). :class:`GuardedOutput` is the one way
+the CLI handles them all: the first such error points the descriptor at /dev/null, tells
+``on_closed`` once, and every later write is dropped. What the command does then is its own
+policy: ``run`` stops as on a first signal (exit 130); the listings (``conversations``,
+``show``, ``agents``) have nothing left to do for that reader and end as they would have
+(:func:`guarded_stdout`).
 
 Light: the standard library only.
 """
@@ -20,7 +23,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TextIO, cast
 
-__all__ = ["GuardedOutput", "guarded_stdout", "is_terminal"]
+__all__ = ["GuardedOutput", "guarded_stderr", "guarded_stdout", "is_terminal"]
 
 
 class GuardedOutput(io.TextIOBase):
@@ -31,27 +34,31 @@ class GuardedOutput(io.TextIOBase):
         self._stream = stream
         self._on_closed = on_closed
         self.closed_by_reader = False
+        """True once the output ended: its reader went away, or a write failed."""
+        self.error: OSError | None = None
+        """The error that ended the output (BrokenPipeError when its reader closed it)."""
 
     def write(self, text: str) -> int:
         if not self.closed_by_reader:
             try:
                 self._stream.write(text)
-            except BrokenPipeError:
-                self._reader_gone()
+            except OSError as exc:
+                self._reader_gone(exc)
         return len(text)
 
     def flush(self) -> None:
         if not self.closed_by_reader:
             try:
                 self._stream.flush()
-            except BrokenPipeError:
-                self._reader_gone()
+            except OSError as exc:
+                self._reader_gone(exc)
 
     def isatty(self) -> bool:
         return is_terminal(self._stream)
 
-    def _reader_gone(self) -> None:
+    def _reader_gone(self, error: OSError) -> None:
         self.closed_by_reader = True
+        self.error = error
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, self._stream.fileno())
@@ -74,6 +81,20 @@ def guarded_stdout() -> Iterator[GuardedOutput]:
         guarded.flush()
     finally:
         sys.stdout = saved
+
+
+@contextlib.contextmanager
+def guarded_stderr() -> Iterator[GuardedOutput]:
+    """``sys.stderr`` guarded for the block: a note that cannot be written (the terminal went
+    away, stderr is a full disk) is dropped instead of ending the command in a traceback."""
+    saved = sys.stderr
+    guarded = GuardedOutput(saved)
+    sys.stderr = cast(TextIO, guarded)
+    try:
+        yield guarded
+        guarded.flush()
+    finally:
+        sys.stderr = saved
 
 
 def is_terminal(stream: TextIO) -> bool:

@@ -4,12 +4,15 @@ Messages come from ``-m`` (in order) or from stdin lines (each line is stored an
 is read, so a line typed during a turn waits for it). stdout carries the agent's text, or one
 JSON event per line with ``--json``; everything else goes to stderr.
 
-Signals (SIGINT, SIGTERM, or SIGHUP when the terminal goes away), the same in every phase:
+Signals (SIGINT, SIGTERM, or SIGHUP when the terminal goes away), the same in every phase (from
+the program's first line: see :mod:`.early_signals`; one inherited as ignored stays ignored).
+stdout closed by its reader or failing (a full disk, a terminal gone) counts as a first signal:
 
 * the first one stops: the running turn is cancelled and the bridge waits for it to close (the
   grace window, then the quarantine; bounded by :attr:`Conversation.stop_bound_s`), so the
   store records it ``cancelled`` and ``turn_ended`` is printed; then the agent's whole process
-  tree is stopped and the exit code is 130;
+  tree is stopped and the exit code is 130. A message whose turn had not begun stays queued;
+  an agent that has not answered ``initialize`` yet gets SIGTERM at once;
 * a second one stops *now*: the agent's process tree is SIGKILLed at once, a turn still open is
   recorded ``cancelled`` without waiting, and the bridge exits 130 within about a second.
 """
@@ -22,7 +25,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TextIO, cast
 
 import anyio
 
@@ -32,13 +35,19 @@ from acp_bridge.cli.conversation_setup import (
     client_options,
     turn_policy,
 )
-from acp_bridge.cli.early_start import EarlyAgent, interrupted_early
+from acp_bridge.cli.early_signals import (
+    ignore_stopping_signals,
+    interrupted_early,
+    watched_signals,
+)
+from acp_bridge.cli.early_start import EarlyAgent, interrupted_line
 from acp_bridge.cli.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TURN_FAILED,
 )
 from acp_bridge.cli.failures import report_agent_failure, report_auth_required
+from acp_bridge.cli.guarded_output import GuardedOutput, guarded_stderr
 from acp_bridge.cli.named_agents import ResolvedAgent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
@@ -58,6 +67,7 @@ from acp_bridge.errors import (
     QueueStoreError,
     SpawnError,
 )
+from acp_bridge.process import killer
 from acp_bridge.process.early import AdoptedProcess
 from acp_bridge.process.spec import AgentSpec
 
@@ -88,14 +98,14 @@ def run_resolved(
     started = None
     try:
         started = early.adopt(spec) if early is not None else None
-        return anyio.run(_run, args, store, record, spec, unsettled, started)
-    except KeyboardInterrupt:
+        with guarded_stderr():  # a note the terminal can no longer show is dropped
+            return anyio.run(_run, args, store, record, spec, unsettled, started)
+    except KeyboardInterrupt:  # before the watcher took over
+        ignore_stopping_signals()
+        _say_line(interrupted_line(started is not None))
         return EXIT_INTERRUPTED
     finally:
-        # The run is over: a late second signal must not kill the bridge mid-cleanup
-        # (it used to end it by the signal, not with exit 130).
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_IGN)
+        ignore_stopping_signals()  # the run is over: a late signal must not end the cleanup
         if started is not None:
             started.discard_if_running()  # interrupted before the supervisor took it over
         claimed.release()
@@ -118,10 +128,17 @@ class _Interrupts:
     stopped: anyio.Event = field(default_factory=anyio.Event)
 
     stdout_gone: bool = False
+    starting: AdoptedProcess | None = None
+    """The agent spawned early, until it answered ``initialize`` (then :attr:`agent` is set)."""
+    stopped_what: str = "the agent was stopped before any turn ran"
+    """What the first stop found to stop, for the last line."""
+    output: GuardedOutput | None = None
+    """stdout, guarded: what ended it, if it ended."""
     _task_group: anyio.abc.TaskGroup | None = None
 
     async def watch(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        # A signal inherited as ignored (SIGINT in a background job) stays ignored.
+        with anyio.open_signal_receiver(*watched_signals()) as signals:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
                 if interrupted_early():  # a signal before this watcher, not yet acted upon
@@ -142,17 +159,29 @@ class _Interrupts:
             self._stop_now()
 
     def stdout_closed(self) -> None:
-        """Whoever read our stdout went away (``| head -1``): nothing more can be shown, so the
-        run stops as a first signal would; the running turn is recorded ``cancelled``."""
+        """Whoever read our stdout went away (``| head -1``), or it cannot be written any more
+        (a full disk, a terminal that closed): nothing more can be shown, so the run stops as a
+        first signal would; the running turn is recorded ``cancelled``."""
         if not self.stdout_gone:
             self.stdout_gone = True
-            self.interrupt()
+            if not self.count:  # not a second stop: a terminal's SIGHUP comes with its EIO
+                self.interrupt()
 
     async def _stop(self) -> None:
         conversation = self.conversation
         if conversation is None:  # still starting: nothing to record
+            if self.agent is None and self.starting is not None:
+                # It has not even answered initialize: nothing was said to it that an EOF
+                # would let it finish, and it may not read its stdin yet (the EOF wait took
+                # 2 s). SIGTERM now; the supervisor's stop then reaps the tree.
+                self.stopped_what = "the agent was still starting; it was stopped"
+                killer.signal_group(self.starting.pid, signal.SIGTERM)
             self.everything.cancel()
             return
+        if conversation.queue.running is not None:
+            self.stopped_what = "the running turn was cancelled and the agent was stopped"
+        else:
+            self.stopped_what = "no turn was running; the agent was stopped"
         self.stopped.set()  # _drive stops feeding messages and waits for the turn
         if self.agent is not None:
             self.agent.stop_restarting()  # a quarantine now ends the agent: we are leaving
@@ -178,7 +207,7 @@ async def _run(
     unsettled: set[int],
     started: AdoptedProcess | None,
 ) -> int:
-    interrupts = _Interrupts()
+    interrupts = _Interrupts(starting=started)
     progress = StartupProgress(spec.name, args.startup_timeout)
     async with anyio.create_task_group() as tg:
         tg.start_soon(interrupts.watch)
@@ -192,15 +221,22 @@ async def _run(
         finally:
             tg.cancel_scope.cancel()
     if interrupts.count:
-        cause = "stdout was closed" if interrupts.stdout_gone else "interrupted"
+        cause = _stdout_cause(interrupts.output) if interrupts.stdout_gone else "interrupted"
         _say(f"{cause}; " + _what_was_stopped(interrupts))
         return EXIT_INTERRUPTED
     return code
 
 
+def _stdout_cause(output: GuardedOutput | None) -> str:
+    error = None if output is None else output.error
+    if error is None or isinstance(error, BrokenPipeError):
+        return "stdout was closed"
+    return f"stdout could not be written ({error.strerror or error})"
+
+
 def _what_was_stopped(interrupts: _Interrupts) -> str:
     if interrupts.count == 1:
-        return "the running turn was cancelled and the agent was stopped"
+        return interrupts.stopped_what
     return "the agent's process tree was killed at once"
 
 
@@ -215,11 +251,12 @@ async def _run_agent(
     started: AdoptedProcess | None,
 ) -> int:
     permission = permission_policy(args.permission)
+    interrupts.output = GuardedOutput(sys.stdout, interrupts.stdout_closed)
     printer = EventPrinter(
         json_mode=args.json,
         agent=spec.name,
         permission_mode=permission.mode.value,
-        on_text_closed=interrupts.stdout_closed,
+        text=cast(TextIO, interrupts.output),
     )
     options = client_options(
         args,
@@ -233,6 +270,7 @@ async def _run_agent(
         async with open_supervised_agent(spec, options, started=started) as agent:
             progress.finish()
             interrupts.agent = agent
+            interrupts.starting = None
             # The printer outlives the conversation: it prints every event, the final state of
             # a stopped turn included, and ends when the conversation closes its stream.
             try:
@@ -297,11 +335,12 @@ async def _drive(
             await conversation.resume()
         if args.retry_failed:
             await _retry_failed(store, conversation, judged)
+        send = _StoringSender(conversation)
         if args.message:
             for text in args.message:
-                judged.add(await conversation.send(text))
+                judged.add(await send(text))
         elif not (args.resume or args.conversation) or not sys.stdin.isatty():
-            refused = await read_stdin(conversation.send, judged, args.max_message_bytes)
+            refused = await read_stdin(send, judged, args.max_message_bytes)
         reason = await conversation.wait_idle()
         tg.cancel_scope.cancel()
     if interrupts.stopped.is_set():
@@ -311,6 +350,30 @@ async def _drive(
     if reason == "agent_gone" or refused:
         return EXIT_TURN_FAILED
     return await _exit_code(store, conversation.id, judged)
+
+
+class _StoringSender:
+    """``conversation.send``, whose store error names the message that was not stored (a full
+    disk): the run then stops, and nothing after it is read."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        self._conversation = conversation
+        self._count = 0
+
+    async def __call__(self, text: str) -> int:
+        self._count += 1
+        try:
+            return await self._conversation.send(text)
+        except QueueStoreError as exc:
+            preview = text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+            raise QueueStoreError(
+                f"message {self._count} of this run ({preview!r}) could not be stored, and "
+                f"nothing after it was read: {exc}"
+            ) from exc
+
+
+_PREVIEW: Final = 40
+"""How much of a message that could not be stored is quoted."""
 
 
 async def _retry_failed(store: QueueStore, conversation: Conversation, judged: set[int]) -> None:
@@ -364,4 +427,8 @@ def _leaves(error: BaseException) -> list[BaseException]:
 
 
 def _say(text: str) -> None:
-    print(f"acp-bridge: {text}", file=sys.stderr, flush=True)
+    _say_line(f"acp-bridge: {text}")
+
+
+def _say_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

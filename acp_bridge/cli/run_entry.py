@@ -7,7 +7,8 @@ handed to :mod:`acp_bridge.cli.run`, which adopts it for the supervised agent's 
 if anything ends the run before that (a usage error, a busy conversation), it is killed here.
 
 The import of :mod:`acp_bridge.cli.run` is lazy on purpose, and one-way: what both modules share
-(the early agent's holder, the signals that came early) lives in :mod:`acp_bridge.cli.early_start`,
+(the early agent's holder, the signals that came early) lives in :mod:`acp_bridge.cli.early_start`
+and :mod:`acp_bridge.cli.early_signals`,
 so ``run`` never imports this module.
 """
 
@@ -21,12 +22,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from acp_bridge.cli.early_start import (
-    EarlyAgent,
+from acp_bridge.cli.early_signals import (
     catch_early_signals,
+    ignore_stopping_signals,
     interrupted_early,
     signals_held,
 )
+from acp_bridge.cli.early_start import EarlyAgent, interrupted_line
+from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED
 from acp_bridge.cli.named_agents import ResolvedAgent, resolve_agent
 from acp_bridge.cli.stdin_messages import check_messages
 from acp_bridge.errors import SpawnError
@@ -45,8 +48,11 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         parser.error("run: --retry-failed needs --resume or --conversation ID")
     check_messages(parser, args.message, args.max_message_bytes)  # usage errors spawn nothing
     catch_early_signals()
-    early = None if continuing else _early_agent(args, agent)
+    early = None
     try:
+        if interrupted_early():  # held since the program started: nothing is spawned yet
+            raise KeyboardInterrupt
+        early = None if continuing else _early_agent(args, agent)
         if early is not None:
             _spawn(early)
         if interrupted_early():  # it came during the spawn, which holds it back
@@ -58,6 +64,13 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
             # callback, say). It still means stop.
             raise KeyboardInterrupt
         return run_resolved(parser, args, agent, early)
+    except KeyboardInterrupt:  # before run's own watcher took over (it has its own words)
+        ignore_stopping_signals()
+        spawned = early is not None and early.popen is not None
+        if early is not None:
+            early.discard()
+        print(interrupted_line(spawned), file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     finally:
         if early is not None:
             early.discard()
@@ -113,6 +126,6 @@ def _early_agent(args: argparse.Namespace, agent: ResolvedAgent) -> EarlyAgent |
 
 def _spawn(early: EarlyAgent) -> None:
     """Spawn ``early``'s agent, with signals held back until its holder has it (see
-    :func:`~acp_bridge.cli.early_start.signals_held`)."""
+    :func:`~acp_bridge.cli.early_signals.signals_held`)."""
     with signals_held(), contextlib.suppress(SpawnError):
         early.popen = spawn_early(early.spec, os.environ)

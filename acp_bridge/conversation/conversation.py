@@ -37,6 +37,7 @@ it. Only the deadlines of cancel scopes are the event loop's, as anyio defines t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,7 +75,7 @@ from acp_bridge.conversation.turn_events import TurnEvents
 from acp_bridge.conversation.turns import TurnRunner
 from acp_bridge.conversation.usage import UsageTotals
 from acp_bridge.core.condition import Condition
-from acp_bridge.errors import ResourceClosedError
+from acp_bridge.errors import QueueStoreError, ResourceClosedError
 
 __all__ = ["LOG_BATCH", "STOP_NOW_WAIT_S", "Conversation", "ConversationEvent"]
 
@@ -273,6 +274,12 @@ class Conversation:
     async def shutdown(self) -> None:
         """Close, wait (bounded) for the running turn to close and be recorded, then cut what
         is left. :func:`open_conversation` runs it, shielded, when it exits."""
+        if self._commits.failure is not None:
+            # The store could not be written (a full disk, say): the running turn's end
+            # cannot be recorded either, so it is not waited for, and a message left running
+            # is found by the next run (failed, recoverable) as after a crash of the bridge.
+            await self._shutdown_unrecorded()
+            return
         await self.close()
         bound = STOP_NOW_WAIT_S if self._hurry else self.stop_bound_s
         with anyio.move_on_after(bound) as scope:
@@ -287,6 +294,14 @@ class Conversation:
             await self._record_cut_turn()
         with anyio.move_on_after(_RECORD_MARGIN_S):
             await self._turn_events.flush_log()
+
+    async def _shutdown_unrecorded(self) -> None:
+        with contextlib.suppress(QueueStoreError), anyio.move_on_after(STOP_NOW_WAIT_S):
+            await self.close()  # may need a commit: tried, not waited for
+        for turn_scope in list(self._turns.tasks.scopes):
+            turn_scope.cancel()
+        with anyio.move_on_after(_CUT_WAIT_S):
+            await self._turns.tasks.wait_none_left()
 
     async def _record_cut_turn(self) -> None:
         seq = self._machine.running

@@ -46,6 +46,7 @@ import anyio
 
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.core.condition import Condition
+from acp_bridge.errors import QueueStoreError
 
 __all__ = ["GroupCommit", "PendingCommit"]
 
@@ -95,6 +96,8 @@ class PendingCommit(Generic[_T]):
                         continue
                     await owner.changed.wait()
         if self._error is not None:
+            if isinstance(self._error, QueueStoreError) and owner.failure is None:
+                owner.failure = self._error
             raise self._error
         return self._value  # type: ignore[return-value]  # settled without error: set
 
@@ -111,6 +114,9 @@ class GroupCommit:
         callers queued meanwhile commits the next batch."""
         self.batches = 0
         """How many commits (on the loop's thread or a worker's) the calls took so far."""
+        self.failure: QueueStoreError | None = None
+        """The first store error a call raised (a full disk, the store replaced): from then on
+        nothing its caller would record can be trusted to be stored."""
 
     def submit(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> PendingCommit[_T]:
         """Queue ``method(*args, **kwargs)`` without waiting; await :meth:`PendingCommit.result`

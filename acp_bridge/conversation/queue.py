@@ -177,7 +177,8 @@ class QueueMachine(QueueViews):
 
     def stop(self) -> list[Action]:
         """Cancel the current turn (it ends CANCELLED) and pause: nothing more is prompted
-        until :meth:`resume` or a send. A no-op after :meth:`close`."""
+        until :meth:`resume` or a send; a start not yet confirmed goes back to the queue. A
+        no-op after :meth:`close`."""
         if self._gate is GateState.CLOSED:
             return []
         self._generation += 1
@@ -309,7 +310,10 @@ class QueueMachine(QueueViews):
             return []
         if self._slot is SlotState.STARTING:
             self._withdraw_start()
-            if reason == "close":  # never prompted, and closing says nothing about the message
+            if reason in ("close", "stop"):
+                # Never prompted (waiting for the agent, a restore, say): a stop or a close
+                # says nothing about the message itself, which stays queued, first, for the
+                # queue's resume (``run --resume``). An interrupt supersedes it.
                 self._queue.appendleft(turn.seq)
                 return []
             return self._finish(turn.seq, verdict(reason, None))

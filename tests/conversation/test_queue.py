@@ -250,12 +250,14 @@ def test_a_stop_during_an_automatic_rerun_wins() -> None:
     machine.send(1)
     machine.send(2)
     automatic = start_in(run(machine, StartTurn(1, 1, 1)))  # decided by the machine itself
-    assert machine.stop() == [MessageFinal(2, 1, CANCELLED), Idle("paused")]
+    # Never prompted: it stays queued, first, for a resume (issue 21: it was ended cancelled).
+    assert machine.stop() == [Idle("paused")]
     # The driver comes back from its await with the stale generation: refused.
     assert not machine.is_current_start(2, automatic.generation)
     assert not machine.start_confirmed(2, automatic.generation)
     assert machine.pump() == []
-    assert machine.message(2).state is CANCELLED
+    assert machine.message(2).state is QUEUED
+    assert list(machine.queued) == [2]
 
 
 def test_a_stop_during_a_restart_after_a_crash_wins() -> None:
@@ -268,7 +270,9 @@ def test_a_stop_during_a_restart_after_a_crash_wins() -> None:
     machine.stop()
     assert not machine.start_confirmed(restart.seq, restart.generation)
     assert machine.pump() == []
-    assert states(machine) == {1: FAILED, 2: CANCELLED}
+    # 2 was never sent: it stays queued for a resume (issue 21: it was recorded cancelled).
+    assert states(machine) == {1: FAILED, 2: QUEUED}
+    assert start_in(machine.resume()).seq == 2
 
 
 def test_a_stopped_message_is_not_sent_again_by_a_new_message_but_retry_sends_it() -> None:
@@ -290,9 +294,9 @@ def test_a_stopped_message_is_not_sent_again_by_a_new_message_but_retry_sends_it
 def test_a_late_confirmation_from_before_a_retry_is_refused() -> None:
     machine = QueueMachine()
     stale = start_in(machine.send(1))
-    machine.stop()  # message 1 ends CANCELLED, never prompted
-    fresh = start_in(machine.retry(1))
-    assert (fresh.seq, fresh.attempt) == (1, 2)
+    machine.stop()  # message 1 stays queued, never prompted
+    fresh = start_in(machine.resume())
+    assert (fresh.seq, fresh.attempt) == (1, 1)
     assert not machine.start_confirmed(stale.seq, stale.generation)
     assert machine.start_confirmed(fresh.seq, fresh.generation)
 
@@ -479,8 +483,10 @@ def test_a_retry_goes_to_the_end_of_the_queue_and_unpauses() -> None:
     start = start_in(machine.send(1))
     machine.send(2)
     machine.send(3)
-    machine.stop()  # message 1 ends CANCELLED before its prompt went out; paused
-    assert not machine.start_confirmed(1, start.generation)
+    assert machine.start_confirmed(1, start.generation)
+    machine.stop()  # message 1's turn is cancelled; paused
+    machine.turn_ended(1, Answered("cancelled"))
+    assert machine.message(1).state is CANCELLED
     actions = machine.retry(1)
     assert start_in(actions).seq == 2  # un-paused; the retry waits behind what was queued
     assert machine.queued == (3, 1)
@@ -609,11 +615,13 @@ class QueueInterleavings(RuleBasedStateMachine):
     def asked_for_work(self) -> None:
         self.gone_unasked = self.paused_unasked = False
 
-    def doom_the_current_turn(self) -> None:
-        """A stop or an interrupt: the turn started or running now must never count as done
-        nor be prompted (again) for this attempt."""
+    def doom_the_current_turn(self, *, start_too: bool = True) -> None:
+        """A stop or an interrupt: the turn running now (and for an interrupt, the start not
+        yet confirmed) must never count as done nor be prompted (again) for this attempt. A
+        stop puts a start not yet confirmed back in the queue (issue 21: never prompted, it
+        stays queued for a resume)."""
         start, running = self.machine.starting, self.machine.running
-        if start is not None:
+        if start is not None and start_too:
             self.doomed.add((start.seq, start.attempt))
         elif running is not None:
             self.doomed.add((running, self.machine.message(running).attempt))
@@ -645,7 +653,7 @@ class QueueInterleavings(RuleBasedStateMachine):
     def stop(self) -> None:
         if not self.closed:
             self.paused_unasked = True
-            self.doom_the_current_turn()
+            self.doom_the_current_turn(start_too=False)
         self.perform(self.machine.stop())
 
     @rule()

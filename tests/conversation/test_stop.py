@@ -221,7 +221,8 @@ async def test_a_stop_while_a_send_commits_comes_after_it_and_store_and_queue_ag
 ) -> None:
     """A send's commit and its queue step are one step of the conversation: a stop asked for
     while the commit is held open waits for the step, then pauses. The message never runs
-    (it is withdrawn or cancelled), and the store says paused, as the queue does."""
+    (its start is withdrawn: it stays queued, issue 21), and the store says paused and
+    queued, as the queue does."""
     store = GatedSends.open(tmp_path / "q.db")
     record = store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
     try:
@@ -239,8 +240,9 @@ async def test_a_stop_while_a_send_commits_comes_after_it_and_store_and_queue_ag
             store.gate = None
             with anyio.fail_after(20):
                 assert await conv.wait_idle() == "paused"
-            assert [m.state.value for m in conv.messages()] == ["cancelled"]
+            assert [m.state.value for m in conv.messages()] == ["queued"]
         assert store.get_conversation(record.id).paused  # type: ignore[union-attr]
+        assert [m.state.value for m in store.messages(record.id)] == ["queued"]
     finally:
         store.close()
 
@@ -334,7 +336,12 @@ async def test_a_retry_after_a_stop_unpauses_the_store_as_a_send_does(tmp_path: 
             open_supervised_agent(fake("slow_agent.py"), OPTIONS) as agent,
             open_conversation(store, agent, record, policy=POLICY) as conv,
         ):
+            events = conv.subscribe()
             await conv.send("echo one; wait")
+            with events, anyio.fail_after(20):
+                async for event in events:  # the turn runs (a start not yet made would
+                    if event["event"] == "update":  # stay queued: issue 21)
+                        break
             await conv.stop()  # the turn ends cancelled, the queue pauses
             with anyio.fail_after(20):
                 assert await conv.wait_idle() == "paused"
