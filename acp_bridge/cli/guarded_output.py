@@ -56,6 +56,10 @@ class GuardedOutput(io.TextIOBase):
     def isatty(self) -> bool:
         return is_terminal(self._stream)
 
+    def fileno(self) -> int:
+        """The guarded stream's descriptor (a terminal's size is asked of it)."""
+        return self._stream.fileno()
+
     def _reader_gone(self, error: OSError) -> None:
         self.closed_by_reader = True
         self.error = error

@@ -57,11 +57,13 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
             _spawn(early)
         if interrupted_early():  # it came during the spawn, which holds it back
             raise KeyboardInterrupt
-        run_resolved = _import_run()
+        # Held during the import too: a KeyboardInterrupt raised inside an import surfaces as
+        # whatever the code it hit makes of it (a RuntimeError from a dataclass's __set_name__,
+        # a half-imported module), or is swallowed by a callback whose exceptions CPython only
+        # reports. A signal that came meanwhile is acted upon here.
+        with signals_held():
+            run_resolved = _import_run()
         if interrupted_early():
-            # A signal came during the import, but its KeyboardInterrupt was swallowed: raised
-            # inside a callback whose exceptions CPython only reports (an import lock's weakref
-            # callback, say). It still means stop.
             raise KeyboardInterrupt
         return run_resolved(parser, args, agent, early)
     except KeyboardInterrupt:  # before run's own watcher took over (it has its own words)
