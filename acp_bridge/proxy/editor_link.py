@@ -71,17 +71,15 @@ class EditorLink:
     async def flush(self, bound_s: float) -> None:
         """After :meth:`close`: wait up to ``bound_s`` for :meth:`run` to write what is queued,
         then drop the rest and close the stream (a write stuck mid-line then ends)."""
-        with anyio.move_on_after(bound_s):
-            await self._done.wait()
-        if not self._done.is_set():
-            log.info("the editor did not take our last lines within %g s; dropped", bound_s)
-            self._abandoned = True
-            await self._stream.aclose()
-
-    @property
-    def queued_bytes(self) -> int:
-        """The bytes waiting to be written to the editor."""
-        return self._writer.queued_bytes
+        try:
+            with anyio.move_on_after(bound_s):
+                await self._done.wait()
+        finally:  # cancelled too: a write stuck mid-line would hold its task group for ever
+            if not self._done.is_set():
+                log.info("the editor did not take our last lines within %g s; dropped", bound_s)
+                self._abandoned = True
+                with anyio.CancelScope(shield=True):
+                    await self._stream.aclose()
 
     async def wait_room(self) -> None:
         """Until fewer than the bound's bytes wait for the editor (at once if they do)."""

@@ -47,7 +47,8 @@ DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 
 DEFAULT_MAX_QUEUED_BYTES: Final = 32 * 1024 * 1024
 """Bytes a writer's queue holds before its senders wait (one line of any size always gets in):
-64 MiB per connection, both directions together, as the TypeScript SDK's server allows."""
+64 MiB per connection with both directions together, the figure the TypeScript SDK's server
+uses per connection."""
 
 _RECEIVE_CHUNK_BYTES: Final = 256 * 1024
 _WRITE_BATCH_BYTES: Final = 1024 * 1024
