@@ -126,6 +126,15 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         help="the longest line accepted from either side (default: 64 MiB)",
     )
     proxy.add_argument(
+        "--max-buffer-bytes",
+        type=byte_count,
+        default=32 * 1024 * 1024,  # rpc.framing.DEFAULT_MAX_QUEUED_BYTES (the --help budget)
+        metavar="N",
+        help="bytes read from one side that may wait for the other, per direction; at the "
+        "bound the proxy stops reading the side that is ahead (one line always passes), and "
+        "prompts queued behind running turns past it are refused (default: 32 MiB)",
+    )
+    proxy.add_argument(
         "-v",
         "--verbose",
         action="count",

@@ -70,6 +70,7 @@ def proxy_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         max_line_bytes=args.max_message_bytes,
         policy=RestartPolicy(max_restarts=args.max_restarts),
         max_in_flight=args.max_in_flight,
+        max_buffer_bytes=args.max_buffer_bytes,
     )
     recorder = None
     if args.record:

@@ -10,6 +10,10 @@ translated to that id. An error answer with a null id (the agent could not read 
 to the editor: only the editor's lines can be unreadable. A generation being restored has its
 ``session/update`` lines swallowed (a ``session/load`` replay); a fenced one has nothing
 forwarded.
+
+Backpressure: before every read the reader waits for room toward the editor
+(:meth:`~.editor_link.EditorLink.wait_room`), so while the editor does not read, the agent is
+not read either: at most the bound plus one read wait for the editor.
 """
 
 from __future__ import annotations
@@ -64,7 +68,9 @@ class AgentSide:
             max_line_bytes=self._max_line_bytes,
             coalesce_updates=self._editor.recorder is None,  # a recording sees every line
         )
+        editor = self._editor
         while True:
+            await editor.wait_room()  # the editor is behind: stop reading the agent
             try:
                 lines = await reader.receive_lines()
             except anyio.EndOfStream:
@@ -76,33 +82,38 @@ class AgentSide:
             except (ConnectionClosedError, ResourceClosedError):
                 gen.end("its stdout broke")
                 return
-            # The hot path: plain notifications (a turn's updates) of one read are forwarded
-            # together, in one write; anything else first flushes what is gathered, so the
-            # order is kept.
-            gathered: list[bytes] = []
-            recording = self._editor.recorder is not None
             # A line cut short by the agent's death must be parsed (and is then skipped).
-            trusted = not reader.unterminated
-            for line in lines:
-                if trusted and line.startswith(UPDATE_PREFIXES):
-                    if recording:
-                        self._editor.record("agent->bridge", Frame(line, FrameKind.NOTIFICATION))
-                    if gen.alive and not gen.restoring:  # restoring: a load's replay, swallowed
-                        gathered.append(line)
-                    continue
-                frame = parse_line(line, by_prefix=trusted)
-                self._editor.record("agent->bridge", frame)
-                if not gen.alive:
-                    continue
-                if frame.kind is FrameKind.NOTIFICATION and not gen.restoring:
+            await self._route(gen, lines, trusted=not reader.unterminated)
+            del lines  # not held while waiting for room: what waits is in the writer, counted
+
+    async def _route(self, gen: RelayGeneration, lines: list[bytes], *, trusted: bool) -> None:
+        """The lines of one read, forwarded or handled in order.
+
+        The hot path: plain notifications (a turn's updates) of one read are forwarded
+        together, in one write; anything else first flushes what is gathered, so the order
+        is kept."""
+        gathered: list[bytes] = []
+        recording = self._editor.recorder is not None
+        for line in lines:
+            if trusted and line.startswith(UPDATE_PREFIXES):
+                if recording:
+                    self._editor.record("agent->bridge", Frame(line, FrameKind.NOTIFICATION))
+                if gen.alive and not gen.restoring:  # restoring: a load's replay, swallowed
                     gathered.append(line)
-                    continue
-                if gathered:
-                    await self._editor.forward_batch(gen, gathered)
-                    gathered = []
-                await self._from_agent(gen, frame)
+                continue
+            frame = parse_line(line, by_prefix=trusted)
+            self._editor.record("agent->bridge", frame)
+            if not gen.alive:
+                continue
+            if frame.kind is FrameKind.NOTIFICATION and not gen.restoring:
+                gathered.append(line)
+                continue
             if gathered:
                 await self._editor.forward_batch(gen, gathered)
+                gathered = []
+            await self._from_agent(gen, frame)
+        if gathered:
+            await self._editor.forward_batch(gen, gathered)
 
     async def _from_agent(self, gen: RelayGeneration, frame: Frame) -> None:
         kind = frame.kind

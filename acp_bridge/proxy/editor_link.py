@@ -5,8 +5,15 @@ agent process go through the *fence*: :meth:`EditorLink.forward` checks that the
 still alive right before the write, with no await in between, so once the bridge answered for a
 cancelled turn and fenced its agent, nothing more of that agent reaches the editor.
 
-Bound: the writer's queue (:class:`~acp_bridge.rpc.framing.LineWriter`, 128 lines); when the
-editor stops reading, senders wait (the agent's reader stops reading the agent: backpressure).
+Bound: the writer's queue (:class:`~acp_bridge.rpc.framing.LineWriter`), ``max_queued_bytes``
+(the proxy's ``--max-buffer-bytes``) and 128 lines; a batch of updates forwarded in one write
+counts whole. When the editor stops reading, senders wait, and the agent's reader, which waits
+for room before every read (:meth:`EditorLink.wait_room`), stops reading the agent
+(backpressure): at most the bound plus one line, and the read in hand, wait for the editor.
+
+Shutdown: :meth:`EditorLink.close` stops taking lines; :meth:`EditorLink.flush` gives the queued
+ones a bounded time to go out, then closes the stream, which ends a write stuck in the middle of
+a line (an editor that stopped reading would otherwise hold the proxy for ever).
 """
 
 from __future__ import annotations
@@ -15,13 +22,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from anyio.abc import ByteSendStream
 
 from acp_bridge.errors import ConnectionClosedError, ResourceClosedError
 from acp_bridge.proxy.frames import Frame, FrameKind
 from acp_bridge.proxy.generation import RelayGeneration
 from acp_bridge.proxy.recorder import Recorder
-from acp_bridge.rpc.framing import LineWriter
+from acp_bridge.rpc.framing import DEFAULT_MAX_QUEUED_BYTES, LineWriter
 
 __all__ = ["EditorLink"]
 
@@ -30,24 +38,52 @@ log = logging.getLogger(__name__)
 
 class EditorLink:
     def __init__(
-        self, stream: ByteSendStream, recorder: Recorder | None, on_broken: Callable[[], None]
+        self,
+        stream: ByteSendStream,
+        recorder: Recorder | None,
+        on_broken: Callable[[], None],
+        *,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> None:
-        self._writer = LineWriter(stream)
+        self._stream = stream
+        self._writer = LineWriter(stream, max_queued_bytes=max_queued_bytes)
         self.recorder = recorder
         self._on_broken = on_broken
+        self._done = anyio.Event()
+        self._abandoned = False  # flush() gave up on the editor and closed the stream
 
     async def run(self) -> None:
         try:
             await self._writer.run()
         except ConnectionClosedError:
-            log.info("the editor stopped reading our stdout; shutting down")
+            if not self._abandoned:
+                log.info("the editor stopped reading our stdout; shutting down")
             self._on_broken()
+        finally:
+            self._done.set()
 
     def close(self) -> None:
         """No more lines; :meth:`run` returns once the queued ones are written."""
         self._writer.close()
         if self.recorder is not None:
             self.recorder.close()
+
+    async def flush(self, bound_s: float) -> None:
+        """After :meth:`close`: wait up to ``bound_s`` for :meth:`run` to write what is queued,
+        then drop the rest and close the stream (a write stuck mid-line then ends)."""
+        try:
+            with anyio.move_on_after(bound_s):
+                await self._done.wait()
+        finally:  # cancelled too: a write stuck mid-line would hold its task group for ever
+            if not self._done.is_set():
+                log.info("the editor did not take our last lines within %g s; dropped", bound_s)
+                self._abandoned = True
+                with anyio.CancelScope(shield=True):
+                    await self._stream.aclose()
+
+    async def wait_room(self) -> None:
+        """Until fewer than the bound's bytes wait for the editor (at once if they do)."""
+        await self._writer.wait_room()
 
     async def send(self, line: bytes) -> None:
         """Write one line (no newline) of the bridge's own, or one already fenced."""

@@ -6,6 +6,9 @@ quarantined. From that moment it is *fenced*: nothing it writes is forwarded to 
 more (a cancelled turn's late updates never reach the editor after the bridge answered for
 it), and the bridge's own calls waiting on it fail.
 
+Bound: the writer's queue, in bytes (``budget``, the proxy's ``--max-buffer-bytes``) and 128
+lines; the relay's editor reader waits for room in the same budget before every read.
+
 The bridge's own requests (``initialize``, ``authenticate``, ``session/load``,
 ``session/resume`` after a restart) carry string ids ``acp-bridge/proxy-N``; see
 :mod:`.routing` for why they cannot collide with the editor's.
@@ -24,7 +27,7 @@ from acp_bridge.errors import ConnectionClosedError, ResourceClosedError
 from acp_bridge.process.launcher import AgentProcess
 from acp_bridge.proxy.frames import Frame, IdKey, id_key
 from acp_bridge.proxy.routing import OWN_ID_PREFIX
-from acp_bridge.rpc.framing import LineWriter
+from acp_bridge.rpc.framing import DEFAULT_MAX_QUEUED_BYTES, ByteBudget, LineWriter
 
 __all__ = ["GenerationEnded", "RelayGeneration"]
 
@@ -49,6 +52,7 @@ class RelayGeneration:
         *,
         restoring: bool,
         on_send: Callable[[bytes, bool], None] | None = None,
+        budget: ByteBudget | None = None,
     ) -> None:
         self.number = number
         self.quarantined = False
@@ -56,7 +60,13 @@ class RelayGeneration:
         self.on_send = on_send
         """Called with every line before it is written (the recording)."""
         self.process = process
-        self.writer = LineWriter(process.stdin)
+        self.writer = LineWriter(
+            process.stdin,
+            max_queued_bytes=DEFAULT_MAX_QUEUED_BYTES if budget is None else budget.max_bytes,
+            budget=budget,
+        )
+        """Bounded by ``budget``'s bytes, and charges them to it (shared with the relay's
+        backlog: the bytes on their way to the agent)."""
         self.restoring = restoring
         """While True, the agent's ``session/update`` notifications are a load's replay."""
         self.end_reason: str | None = None
@@ -91,6 +101,29 @@ class RelayGeneration:
 
     async def wait_ended(self) -> None:
         await self._ended.wait()
+
+    async def run_writer(self) -> None:
+        """Write the queued lines to the agent, until its stdin breaks or this is cancelled.
+
+        A pipe write finishes a line it has started, shielded (no half line is ever left in the
+        pipe), so a write to an agent that stopped reading would never end, and this generation
+        would never be over. When the generation ends (or this is cancelled), the agent's stdin
+        is closed, as its stop begins anyway: that ends such a write."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._close_stdin_at_end)
+            try:
+                await self.writer.run()
+            except ConnectionClosedError:
+                self.end("it stopped reading its stdin")
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _close_stdin_at_end(self) -> None:
+        try:
+            await self._ended.wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.process.stdin.aclose()
 
     async def call(self, method: str, params: dict[str, Any]) -> Frame:
         """Send the bridge's own request and wait for its response frame.

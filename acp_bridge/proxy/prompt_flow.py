@@ -120,8 +120,9 @@ class PromptFlow:
                     )
                     gen.quarantine(f"was quarantined: {action.reason}")
             elif isinstance(action, RefuseQueueFull):
-                message = "too many prompts queued for this session"
-                error = answers.error_answer(action.prompt.id, answers.INTERNAL_ERROR, message)
+                error = answers.error_answer(
+                    action.prompt.id, answers.INTERNAL_ERROR, action.message
+                )
                 writes.append((None, error, None))
         self._turns.unsend(*no_agent)
         for target, line, prompt in writes:

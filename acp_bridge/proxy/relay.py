@@ -9,12 +9,19 @@ grace (:mod:`.prompt_flow`). Every decision is taken by a pure part
 :class:`~.turns.PromptTurns` for prompts, :mod:`.routing` for ids, :mod:`.registry` for
 sessions); this module performs it (the prompts' decisions through :mod:`.prompt_flow`). State
 changes happen between awaits, so no decision sees a half-made change. While an agent
-restarts, the editor's messages wait in a bounded backlog (the reader goes on reading, so an
-EOF is seen at once).
+restarts, the editor's messages wait in a bounded backlog (:mod:`.backlog`; the reader goes on
+reading up to its bound, so an EOF is seen at once).
 
-Lines are forwarded as they came; see :mod:`.frames` for what is parsed. The writers are
-bounded (:class:`~acp_bridge.rpc.framing.LineWriter`): a side that stops reading slows the
-other side down instead of growing memory.
+Lines are forwarded as they came; see :mod:`.frames` for what is parsed. Every buffer is bounded
+in bytes, ``max_buffer_bytes`` per direction (:class:`~acp_bridge.rpc.framing.ByteBudget`): what
+the editor sent and the agent has not taken (the backlog and the agent's writer) is one budget,
+what the agent sent and the editor has not taken (the editor's writer) another. Each side's
+reader waits for room in its direction's budget before every read, so a side that stops reading
+slows the other side down instead of growing memory: at most the bound plus one line waits.
+Prompts queued behind a running turn have a bound of the same size (:mod:`.turns`).
+
+Shutdown: the agent tree is stopped, then the editor gets our last lines within
+``_FLUSH_BOUND_S``; past it they are dropped and its stream closed.
 """
 
 from __future__ import annotations
@@ -27,7 +34,6 @@ from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from acp_bridge.core.restore_plan import RestoreBudget
 from acp_bridge.errors import ConnectionClosedError, FramingError, ResourceClosedError
@@ -35,6 +41,7 @@ from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.proxy import answers
 from acp_bridge.proxy.agent_side import AgentSide
+from acp_bridge.proxy.backlog import EditorBacklog
 from acp_bridge.proxy.editor_link import EditorLink
 from acp_bridge.proxy.frames import Frame, FrameKind, IdKey, id_key, parse_line, with_id
 from acp_bridge.proxy.generation import RelayGeneration
@@ -50,7 +57,12 @@ from acp_bridge.proxy.routing import (
 )
 from acp_bridge.proxy.supervision import AgentGone, RelayLifetime
 from acp_bridge.proxy.turns import PromptTurns, QueuedPrompt
-from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader
+from acp_bridge.rpc.framing import (
+    DEFAULT_MAX_LINE_BYTES,
+    DEFAULT_MAX_QUEUED_BYTES,
+    ByteBudget,
+    LineReader,
+)
 
 __all__ = ["ProxyOptions", "ProxyRelay"]
 
@@ -58,8 +70,6 @@ log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_AGENT_GONE = 3
-EDITOR_BACKLOG = 256
-"""Editor messages read while the agent restarts; at the bound the proxy stops reading."""
 _FLUSH_BOUND_S = 2.0
 """How long the editor gets to take our last lines at shutdown."""
 _RECORDED_PARAMS = (
@@ -91,6 +101,10 @@ class ProxyOptions:
     max_in_flight: int = MAX_IN_FLIGHT
     """Requests in flight each way (editor to agent, agent to editor); past it a request is
     answered at once with an error instead of being forwarded."""
+    max_buffer_bytes: int = DEFAULT_MAX_QUEUED_BYTES
+    """Bytes read from one side that may wait for the other, per direction; at the bound the
+    proxy stops reading the side that is ahead (one line always passes). Prompts queued
+    behind running turns have a bound of this size too (one more is refused)."""
 
 
 class ProxyRelay:
@@ -108,16 +122,26 @@ class ProxyRelay:
         self._spec = spec
         self._options = options or ProxyOptions()
         self._editor_in = editor_in
-        self._editor = EditorLink(editor_out, recorder, self.stop)
+        max_buffer_bytes = self._options.max_buffer_bytes
+        self._editor = EditorLink(
+            editor_out, recorder, self.stop, max_queued_bytes=max_buffer_bytes
+        )
+        self._toward_agent = ByteBudget(max_buffer_bytes)
+        """What the editor sent and the agent has not taken: the backlog and the writers."""
         self._agents = RelayLifetime(
             spec,
             self._options.policy,
             self,
             base_env=base_env,
             stderr_forward=stderr_forward,
+            budget=self._toward_agent,
         )
         self._registry = EditorSessions()
-        self._turns = PromptTurns(self._options.grace_s, queueing=self._options.queueing)
+        self._turns = PromptTurns(
+            self._options.grace_s,
+            queueing=self._options.queueing,
+            max_queued_bytes=max_buffer_bytes,
+        )
         self._editor_requests = EditorRequests(self._options.max_in_flight)
         self._agent_requests = AgentRequests(self._options.max_in_flight)
         self._prompts = PromptFlow(
@@ -142,7 +166,7 @@ class ProxyRelay:
         )
         self._cut: list[PendingEditorRequest] = []
         self._held: Frame | None = None
-        self._backlog: MemoryObjectReceiveStream[Frame] | None = None
+        self._backlog = EditorBacklog(self._toward_agent)
         self._main: TaskGroup | None = None
         self._stopping = False
         self.exit_code = EXIT_OK
@@ -165,7 +189,7 @@ class ProxyRelay:
                 self._stopping = True
                 self._agents.shutdown()
                 self._editor.close()  # its run() returns once the queue is written
-                outer.cancel_scope.deadline = anyio.current_time() + _FLUSH_BOUND_S
+                outer.start_soon(self._editor.flush, _FLUSH_BOUND_S)
         return self.exit_code
 
     @property
@@ -191,18 +215,21 @@ class ProxyRelay:
     async def _read_editor(self) -> None:
         """Read the editor until EOF. Messages go through a bounded backlog to the dispatcher,
         which waits while the agent restarts; the reader goes on reading meanwhile, so the
-        editor's EOF is seen at once. Responses (to the agent's requests) skip the backlog."""
+        editor's EOF is seen at once, up to the bound: it waits for room toward the agent
+        before every read. Responses (to the agent's requests) skip the backlog."""
         # The agent is spawned before the editor is read: a command that cannot start is
         # reported as such (exit 3), even to an editor that closes at once.
         await self._agents.wait_started()
         if self._stopping:
             return
         assert self._main is not None
-        backlog, self._backlog = anyio.create_memory_object_stream[Frame](EDITOR_BACKLOG)
+        backlog = self._backlog
         self._main.start_soon(self._dispatch_editor)
         reader = LineReader(self._editor_in, max_line_bytes=self._options.max_line_bytes)
-        async with backlog:
+        room = self._toward_agent
+        try:
             while True:
+                await room.wait_room()  # at the bound: stop reading the editor
                 try:
                     line = await reader.receive_line()
                 except anyio.EndOfStream:
@@ -217,20 +244,26 @@ class ProxyRelay:
                 self._editor.record("editor->bridge", frame)
                 if frame.kind is FrameKind.RESPONSE:
                     await self._editor_answered(frame)
-                elif (
-                    self._held is None
-                    and not backlog.statistics().current_buffer_used
-                    and self._agents.is_ready
-                ):
+                elif self._held is None and backlog.is_empty and self._agents.is_ready:
                     await self._dispatch(frame)  # nothing waits: no hop through the backlog
                 else:
-                    await backlog.send(frame)  # at the bound: stop reading the editor
+                    await backlog.put(frame)
+                del line, frame  # not held while waiting for room: what waits is counted
+        finally:
+            backlog.close()
         self.stop()
 
     async def _dispatch_editor(self) -> None:
-        assert self._backlog is not None
-        async for frame in self._backlog:
-            await self._dispatch(frame)
+        backlog = self._backlog
+        while True:
+            try:
+                frame = await backlog.next()
+            except anyio.EndOfStream:
+                return
+            try:
+                await self._dispatch(frame)
+            finally:
+                backlog.done(frame)
 
     async def _dispatch(self, frame: Frame) -> None:
         self._held = frame  # answered by a give-up that comes while it waits
@@ -376,6 +409,7 @@ class ProxyRelay:
     async def generation_gone(self, gen: RelayGeneration) -> None:
         """``gen`` is gone: its prompts wait for the restore's outcome, its requests to the
         editor are cancelled there."""
+        gen.writer.dispose()  # its queued lines leave the budget (its task may never have run)
         self._turns.cut()
         self._cut += self._editor_requests.take_generation(gen.number)
         for request in self._agent_requests.orphan_generation(gen.number):
@@ -393,11 +427,7 @@ class ProxyRelay:
         ids += [p.id for p in self._turns.take_everything()]
         self._cut = []
         waiting = [self._held] if self._held is not None else []
-        while self._backlog is not None:
-            try:
-                waiting.append(self._backlog.receive_nowait())
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                break
+        waiting += self._backlog.take_all()
         ids += [frame.id for frame in waiting if frame.kind is FrameKind.REQUEST]
         for request_id in ids:
             await self._editor.send(answers.gone_error(request_id, self._name, why))

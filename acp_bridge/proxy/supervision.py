@@ -23,11 +23,12 @@ import anyio
 from acp_bridge.core.condition import Condition
 from acp_bridge.core.lifecycle import AgentPhase, ReportExit
 from acp_bridge.core.supervisor import Supervisor
-from acp_bridge.errors import ConnectionClosedError, SpawnError
+from acp_bridge.errors import SpawnError
 from acp_bridge.process.launcher import open_agent
 from acp_bridge.process.policy import ExitRecord, GiveUp, RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.proxy.generation import GenerationEnded, RelayGeneration
+from acp_bridge.rpc.framing import ByteBudget
 
 __all__ = ["AgentGone", "RelayHost", "RelayLifetime"]
 
@@ -73,9 +74,11 @@ class RelayLifetime:
         *,
         base_env: Mapping[str, str] | None = None,
         stderr_forward: Callable[[str], None] | None = None,
+        budget: ByteBudget | None = None,
     ) -> None:
         self._spec = spec
         self._host = host
+        self._budget = budget  # each generation's writer charges it (bytes toward the agent)
         self._base_env = base_env
         self._stderr_forward = stderr_forward
         self.supervisor = Supervisor(spec.name, policy, self)
@@ -129,7 +132,11 @@ class RelayLifetime:
             self._spec, base_env=self._base_env, stderr_forward=self._stderr_forward
         ) as process:
             gen = RelayGeneration(
-                number, process, restoring=restoring, on_send=self._host.sent_to_agent
+                number,
+                process,
+                restoring=restoring,
+                on_send=self._host.sent_to_agent,
+                budget=self._budget,
             )
             self.generation = gen
             self.changed.notify_all()
@@ -175,7 +182,7 @@ class RelayLifetime:
 
     async def _live(self, gen: RelayGeneration) -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._write_agent, gen)
+            tg.start_soon(gen.run_writer)
             tg.start_soon(self._host.read_agent, gen)
             tg.start_soon(self._watch_exit, gen)
             lost: list[str] = []
@@ -188,12 +195,6 @@ class RelayLifetime:
                 await self._host.generation_ready(gen, lost)
             await gen.wait_ended()
             tg.cancel_scope.cancel()
-
-    async def _write_agent(self, gen: RelayGeneration) -> None:
-        try:
-            await gen.writer.run()
-        except ConnectionClosedError:
-            gen.end("it stopped reading its stdin")
 
     async def _watch_exit(self, gen: RelayGeneration) -> None:
         status = await gen.process.wait_exited()

@@ -19,7 +19,12 @@ Decisions (documented in docs/proxy.md):
   the session is restored (they never reached the agent). So is a prompt whose write the agent
   refused (its stdin closed): it goes back to the head of its queue (:meth:`PromptTurns.unsend`).
 
-Bound: ``max_queued`` prompts per session; one more is refused with an error response.
+Bounds: ``max_queued`` prompts per session, and ``max_queued_bytes`` bytes of prompts queued
+in all sessions together (the proxy's ``--max-buffer-bytes``): a prompt is queued while fewer
+bytes wait, so one prompt of any size always fits and at most the bound plus one prompt waits.
+One more is refused with an error response, never waited for: holding it would stop the proxy
+from reading the editor, and so from reading the ``session/cancel`` that could end the turn it
+waits behind.
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ __all__ = [
 ]
 
 MAX_QUEUED = 64
+MAX_QUEUED_BYTES = 32 * 1024 * 1024
+"""The default byte bound (the proxy passes its ``--max-buffer-bytes``)."""
+QUEUE_FULL = "too many prompts queued for this session"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +104,8 @@ class QuarantineAgent:
 @dataclass(frozen=True, slots=True)
 class RefuseQueueFull:
     prompt: QueuedPrompt
+    message: str = QUEUE_FULL
+    """Why, for the editor's error answer."""
 
 
 TurnsAction = ForwardPrompt | AnswerCancelled | ArmGraceTimer | QuarantineAgent | RefuseQueueFull
@@ -109,11 +119,18 @@ class _Session:
 
 class PromptTurns:
     def __init__(
-        self, grace_s: float, *, queueing: bool = True, max_queued: int = MAX_QUEUED
+        self,
+        grace_s: float,
+        *,
+        queueing: bool = True,
+        max_queued: int = MAX_QUEUED,
+        max_queued_bytes: int = MAX_QUEUED_BYTES,
     ) -> None:
         self._timings = TurnTimings(cancel_grace_s=grace_s)
         self._queueing = queueing
         self._max_queued = max_queued
+        self._max_queued_bytes = max_queued_bytes
+        self._queued_bytes = 0  # of the prompts in every session's queue
         self._sessions: dict[str, _Session] = {}
 
     def is_busy(self, session_id: str) -> bool:
@@ -131,6 +148,11 @@ class PromptTurns:
         session = self._sessions.get(session_id)
         return 0 if session is None else len(session.queue)
 
+    @property
+    def queued_bytes(self) -> int:
+        """The bytes of every queued prompt's line, in all sessions."""
+        return self._queued_bytes
+
     def prompt(self, prompt: QueuedPrompt, now: float) -> list[TurnsAction]:
         """The editor sent ``session/prompt``."""
         session = self._sessions.setdefault(prompt.session_id, _Session())
@@ -139,11 +161,13 @@ class PromptTurns:
             # them (cut, or sent back by unsend): never ahead of them.
             if len(session.queue) >= self._max_queued:
                 return [RefuseQueueFull(prompt)]
-            session.queue.append(prompt)
+            if self._queued_bytes >= self._max_queued_bytes:
+                return [RefuseQueueFull(prompt, self._bytes_full())]
+            self._push(session, prompt)
             return []
         actions: list[TurnsAction] = []
         while session.queue:  # no queueing: what waits for a restore goes first
-            waiting = session.queue.popleft()
+            waiting = self._pop(session)
             session.in_flight[waiting.key] = (waiting, self._forwarded(now))
             actions.append(ForwardPrompt(waiting))
         session.in_flight[prompt.key] = (prompt, self._forwarded(now))
@@ -169,8 +193,7 @@ class PromptTurns:
         session = self._sessions.get(session_id)
         if session is None:
             return []
-        actions: list[TurnsAction] = [AnswerCancelled(p) for p in session.queue]
-        session.queue.clear()
+        actions: list[TurnsAction] = [AnswerCancelled(p) for p in self._drop_queue(session)]
         for _prompt, machine in session.in_flight.values():
             if machine.state is TurnState.PROMPTING:
                 machine.handle(TurnCancelRequested(EndedBy.EDITOR, now))
@@ -195,9 +218,8 @@ class PromptTurns:
         # was queued behind them too.
         actions: list[TurnsAction] = [QuarantineAgent(session_id, reason)]
         actions += [AnswerCancelled(p) for p, _m in session.in_flight.values()]
-        actions += [AnswerCancelled(p) for p in session.queue]
+        actions += [AnswerCancelled(p) for p in self._drop_queue(session)]
         session.in_flight.clear()
-        session.queue.clear()
         return actions
 
     def cut(self) -> list[QueuedPrompt]:
@@ -217,7 +239,7 @@ class PromptTurns:
         for prompt in reversed(prompts):
             session = self._sessions.setdefault(prompt.session_id, _Session())
             session.in_flight.pop(prompt.key, None)
-            session.queue.appendleft(prompt)
+            self._push(session, prompt, at_head=True)
 
     def resume(
         self, now: float, lost: Iterable[str] = ()
@@ -228,7 +250,7 @@ class PromptTurns:
         for session_id in lost:
             session = self._sessions.pop(session_id, None)
             if session is not None:
-                refused += session.queue
+                refused += self._drop_queue(session)
         actions: list[TurnsAction] = []
         for session_id, session in list(self._sessions.items()):
             if not session.in_flight:
@@ -239,6 +261,7 @@ class PromptTurns:
         """Every queued prompt (the agent is gone for good); in-flight ones are the caller's."""
         queued = [p for session in self._sessions.values() for p in session.queue]
         self._sessions.clear()
+        self._queued_bytes = 0
         return queued
 
     def _forwarded(self, now: float) -> TurnMachine:
@@ -252,6 +275,33 @@ class PromptTurns:
             if not session.in_flight and not session.queue:
                 del self._sessions[session_id]
             return []
-        prompt = session.queue.popleft()
+        prompt = self._pop(session)
         session.in_flight[prompt.key] = (prompt, self._forwarded(now))
         return [ForwardPrompt(prompt)]
+
+    # -- the queues, and their bytes -------------------------------------------------------------
+
+    def _push(self, session: _Session, prompt: QueuedPrompt, *, at_head: bool = False) -> None:
+        if at_head:
+            session.queue.appendleft(prompt)
+        else:
+            session.queue.append(prompt)
+        self._queued_bytes += len(prompt.line)
+
+    def _pop(self, session: _Session) -> QueuedPrompt:
+        prompt = session.queue.popleft()
+        self._queued_bytes -= len(prompt.line)
+        return prompt
+
+    def _drop_queue(self, session: _Session) -> list[QueuedPrompt]:
+        dropped = list(session.queue)
+        session.queue.clear()
+        self._queued_bytes -= sum(len(prompt.line) for prompt in dropped)
+        return dropped
+
+    def _bytes_full(self) -> str:
+        return (
+            f"too many prompts queued: {self._queued_bytes} bytes of prompts wait behind "
+            f"running turns (the bound is {self._max_queued_bytes}, proxy --max-buffer-bytes); "
+            "send this again once a turn ends"
+        )

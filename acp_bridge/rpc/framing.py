@@ -7,9 +7,13 @@ a line over it breaks the stream (:class:`~acp_bridge.errors.FramingError`, ``fa
 the lines that came before it.
 
 :class:`LineWriter` serializes the writers of a connection: a short line is written by its caller
-when the stream is idle, anything else through a bounded queue that one task writes, several
-lines at a time when they pile up. Lines never interleave, keep their order, and a cancelled
-caller can never leave half a line on the wire.
+when the stream is idle, anything else through a queue that one task writes, several lines at a
+time when they pile up. Lines never interleave, keep their order, and a cancelled caller can never
+leave half a line on the wire. The queue is bounded in lines and in bytes.
+
+:class:`ByteBudget` is the byte bound: the bytes waiting in one direction of a connection, and
+how many may wait. A writer keeps one for its queue; a relay shares one between the buffers of a
+direction and stops reading the side that is ahead while it is full.
 """
 
 from __future__ import annotations
@@ -28,18 +32,85 @@ from acp_bridge.errors import ConnectionClosedError, ResourceClosedError
 from acp_bridge.rpc.fdstream import direct_receive, direct_send
 from acp_bridge.rpc.splitter import LineSplitter
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "LineReader", "LineWriter"]
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_MAX_QUEUED_BYTES",
+    "ByteBudget",
+    "LineReader",
+    "LineWriter",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 """ACP lines carry whole files, diffs and base64 images; 64 MiB is generous but bounded."""
 
+DEFAULT_MAX_QUEUED_BYTES: Final = 32 * 1024 * 1024
+"""Bytes a writer's queue holds before its senders wait (one line of any size always gets in):
+64 MiB per connection with both directions together, the figure the TypeScript SDK's server
+uses per connection."""
+
 _RECEIVE_CHUNK_BYTES: Final = 256 * 1024
 _WRITE_BATCH_BYTES: Final = 1024 * 1024
 """Lines queued together are joined into one write, up to about this many bytes."""
 _ATOMIC_WRITE_BYTES: Final = select.PIPE_BUF
 """A pipe takes a write up to this size whole or not at all (POSIX): safe to write directly."""
+
+
+class ByteBudget:
+    """The bytes waiting in one direction of a connection, under a bound.
+
+    Whoever keeps bytes that wait (a writer's queue, a backlog) charges them, and releases them
+    once they left (written, or dropped); whoever adds to the flood waits for room first. The
+    bound means "no more once this much waits": there is room while fewer than ``max_bytes``
+    wait, so one line of any size always gets in, and a task that checks for room and charges
+    with no await in between leaves at most ``max_bytes`` plus one line waiting.
+
+    Raises:
+        ValueError: ``max_bytes`` is not positive.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        if max_bytes < 1:
+            raise ValueError("max_bytes must be positive")
+        self.max_bytes: Final = max_bytes
+        self._used = 0
+        self._waiters: list[anyio.Event] = []
+
+    def __repr__(self) -> str:
+        return f"<ByteBudget {self._used}/{self.max_bytes} bytes, {len(self._waiters)} waiting>"
+
+    @property
+    def used(self) -> int:
+        """The bytes charged and not released yet."""
+        return self._used
+
+    @property
+    def has_room(self) -> bool:
+        return self._used < self.max_bytes
+
+    def charge(self, size: int) -> None:
+        """``size`` more bytes wait (never refused: whoever adds waited for room first)."""
+        self._used += size
+
+    def release(self, size: int) -> None:
+        """``size`` charged bytes left; waiters for room wake once there is some."""
+        self._used -= size
+        if self._waiters and self._used < self.max_bytes:
+            waiters, self._waiters = self._waiters, []
+            for woken in waiters:
+                woken.set()  # each checks again: the first to run may fill it
+
+    async def wait_room(self) -> None:
+        """Return once fewer than ``max_bytes`` wait; at once (no checkpoint) if they do."""
+        while self._used >= self.max_bytes:
+            woken = anyio.Event()
+            self._waiters.append(woken)
+            try:
+                await woken.wait()
+            finally:
+                with contextlib.suppress(ValueError):  # already taken by release()
+                    self._waiters.remove(woken)
 
 
 class LineReader:
@@ -120,14 +191,31 @@ class LineWriter:
     Longer lines always go through :meth:`run`, which is only cancelled when the connection
     ends.
 
-    At the bound (``queue_size`` lines waiting) senders wait for room: a peer that stops
-    reading (a full pipe) slows its senders instead of growing memory. A sender that needs to
-    know its line reached the stream passes ``wait_written=True``.
+    The queue is bounded twice: ``queue_size`` lines, and ``max_queued_bytes`` bytes (a line,
+    or a batch of lines handed over as one, counts whole until it is written). At either bound
+    senders wait for room: a peer that stops reading (a full pipe) slows its senders instead of
+    growing memory. The byte bound is "no more once this much waits", so one line of any size
+    always gets in and at most ``max_queued_bytes`` plus one line wait. ``budget``, when given,
+    is charged with the queued bytes too: a relay shares it between the buffers of one
+    direction. A sender that needs to know its line reached the stream passes
+    ``wait_written=True``.
+
+    Raises:
+        ValueError: ``queue_size`` or ``max_queued_bytes`` is not positive.
     """
 
-    def __init__(self, stream: ByteSendStream, *, queue_size: int = 128) -> None:
+    def __init__(
+        self,
+        stream: ByteSendStream,
+        *,
+        queue_size: int = 128,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        budget: ByteBudget | None = None,
+    ) -> None:
         if queue_size < 1:
             raise ValueError("queue_size must be positive")
+        self._bytes = ByteBudget(max_queued_bytes)  # this queue's own bytes
+        self._shared = budget
         self._stream = direct_send(stream)  # a process pipe is written without a pass
         # Our pipe streams can write an item at once or not at all (fdstream); other streams
         # (memory streams in tests, anyio's sockets) always take the awaited path.
@@ -135,7 +223,7 @@ class LineWriter:
             self._stream, "try_send_now", None
         )
         self._queue: deque[tuple[bytes, anyio.Event | None]] = deque()
-        self._room = anyio.Semaphore(queue_size)  # a queued line holds a unit until written
+        self._slots = anyio.Semaphore(queue_size)  # a queued line holds a unit until written
         self._lock = anyio.Lock(fast_acquire=True)  # held by whoever is writing
         self._doorbell_send, self._doorbell = anyio.create_memory_object_stream[None](1)
         self._closed = False
@@ -159,12 +247,18 @@ class LineWriter:
                 self._lock.release()
             return
         try:
-            self._room.acquire_nowait()
+            self._slots.acquire_nowait()
         except anyio.WouldBlock:
-            await self._room.acquire()
+            await self._slots.acquire()
+        try:
+            await self._bytes.wait_room()  # then charged with no await in between
+        except BaseException:
+            self._slots.release()
+            raise
         if self._closed or self._failure is not None:
-            self._room.release()
+            self._slots.release()
             self._raise_if_unusable()
+        self._charge(len(line))
         written = anyio.Event() if wait_written else None
         self._queue.append((line, written))
         with contextlib.suppress(anyio.WouldBlock):
@@ -198,6 +292,28 @@ class LineWriter:
             return try_send_now(line)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise self._broken(exc) from exc
+
+    @property
+    def queued_bytes(self) -> int:
+        """The bytes queued and not written yet (a line being written included)."""
+        return self._bytes.used
+
+    async def wait_room(self) -> None:
+        """Return once the queue has room in bytes (at once, without a checkpoint, if it has):
+        a reader of the other side calls it before each read, so it stops reading while the
+        queue is full instead of holding what it read."""
+        await self._bytes.wait_room()
+
+    def _charge(self, size: int) -> None:
+        self._bytes.charge(size)
+        if self._shared is not None:
+            self._shared.charge(size)
+
+    def _release(self, size: int) -> None:
+        self._slots.release()
+        self._bytes.release(size)
+        if self._shared is not None:
+            self._shared.release(size)
 
     def _raise_if_unusable(self) -> None:
         self._raise_if_failed()
@@ -242,8 +358,11 @@ class LineWriter:
         batch: list[bytes] = []
         events: list[anyio.Event] = []
         size = 0
-        while self._queue and size < _WRITE_BATCH_BYTES:
-            line, written = self._queue.popleft()
+        queue = self._queue
+        # Lines join one write up to about _WRITE_BATCH_BYTES; a line that would pass it goes
+        # in a write of its own (joining it would copy it whole).
+        while queue and (not batch or size + len(queue[0][0]) <= _WRITE_BATCH_BYTES):
+            line, written = queue.popleft()
             batch.append(line)
             size += len(line)
             if written is not None:
@@ -251,8 +370,8 @@ class LineWriter:
         try:
             await self._write(b"".join(batch) if len(batch) > 1 else batch[0])
         finally:
-            for _ in batch:
-                self._room.release()
+            for line in batch:
+                self._release(len(line))
             for event in events:  # on failure they see ``_failure`` and raise
                 event.set()
 
@@ -270,7 +389,7 @@ class LineWriter:
         self.close()
         self._doorbell.close()
         while self._queue:
-            _line, written = self._queue.popleft()
-            self._room.release()
+            line, written = self._queue.popleft()
+            self._release(len(line))
             if written is not None:
                 written.set()

@@ -7,19 +7,30 @@
 * **Latency**: sequential round trips of a small request (``session/list``), direct and proxied
   in alternating batches of 100; the median added by the proxy. Budget: < 0.5 ms.
 * **RSS** of the proxy process after the runs (the agent not included).
+* **RSS under floods** (issue 20): the scripted hostile editor
+  (``fixtures/editors/hostile_editor.py``) against the proxy and the echo agent. An editor that
+  stops reading after the handshake while the agent writes 60 updates of 16 MiB; an agent that
+  stops reading (``deaf``) while the editor writes 40 messages of 16 MiB. Each waits until the
+  flood is stuck at the proxy's bound (the pipes of the side that stopped reading full, the
+  proxy's own pipe to it too, the proxy asleep), then reads the proxy's RSS and its peak
+  (``VmHWM``, the flood so far included). Budget (design.md): under 200 MB. Then the editor
+  reads again and every update is checked to arrive (the stopped agent's flood ends with a
+  SIGTERM, which must stop the proxy, exit 0).
 
 The direct and the proxied connection stay open and take turns (after one warm-up turn
 each), so a change in the machine's load hits both alike; medians are reported. Prints a
 Markdown table; ``--json`` prints the figures instead. It does not edit docs/benchmarks.md.
 
-    python -m scripts.bench.proxy [--turns 7] [--round-trips 2000] [--chunks 10000]
+    python -m scripts.bench.proxy [--turns 7] [--round-trips 2000] [--chunks 10000] [--no-floods]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -29,11 +40,16 @@ from typing import Any
 import psutil
 
 from scripts import common
+from scripts.bench import pipes
 from scripts.common import ROOT
 
 AGENT = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "echo_agent.py"), "--quiet"]
 PROXY = [sys.executable, "-m", "acp_bridge", "proxy", "--"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+HOSTILE_EDITOR = [sys.executable, "-u", str(ROOT / "fixtures" / "editors" / "hostile_editor.py")]
+HUGE = 16 * 1024 * 1024
+RSS_BUDGET_MB = 200
+STUCK_WAIT_S = 120.0
 
 
 class Client:
@@ -159,14 +175,139 @@ def measure(turns: int, chunks: int, round_trips_count: int) -> dict[str, Any]:
     }
 
 
+class HostileRun:
+    """The hostile editor running ``steps`` against the proxy and the echo agent."""
+
+    def __init__(self, steps: list[str]) -> None:
+        argv = list(HOSTILE_EDITOR)
+        for step in steps:
+            argv += ["--step", step]
+        self.process = subprocess.Popen(
+            [*argv, "--", *PROXY, *AGENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=ENV
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._report = self.process.stdout
+        self.proxy_pid = int(self.event("started")["pid"])
+
+    def event(self, name: str) -> dict[str, Any]:
+        while True:
+            line = self._report.readline()
+            if not line:
+                raise RuntimeError(f"the hostile editor ended before {name!r}")
+            event: dict[str, Any] = json.loads(line)
+            if event["event"] == "gave_up":
+                raise RuntimeError(f"the hostile editor gave up: {event}")
+            if event["event"] == name:
+                return event
+
+    def release(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"go\n")
+        self.process.stdin.flush()
+
+    def agent_pid(self) -> int:
+        deadline = time.monotonic() + STUCK_WAIT_S
+        while not (children := psutil.Process(self.proxy_pid).children()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the proxy started no agent")
+            time.sleep(0.02)
+        return int(children[0].pid)
+
+    def wait_stuck(self, *full_pipes: tuple[int, int]) -> dict[str, float]:
+        """Until the pipes are full and the proxy sleeps; then its RSS and peak, in MiB."""
+        started = time.monotonic()
+        while not (
+            all(pipes.pipe_is_full(pid, fd) for pid, fd in full_pipes)
+            and pipes.is_asleep(self.proxy_pid)
+        ):
+            if time.monotonic() - started > STUCK_WAIT_S:
+                raise RuntimeError("the flood never got stuck at the proxy's bound")
+            time.sleep(0.02)
+        rss = psutil.Process(self.proxy_pid).memory_info().rss
+        return {
+            "rss_mib": round(rss / 2**20, 1),
+            "peak_mib": round(pipes.peak_rss_bytes(self.proxy_pid) / 2**20, 1),
+        }
+
+    def finish(self) -> dict[str, Any]:
+        """The editor's last event (``done``) once it ended; its exit status is checked."""
+        done = self.event("done")
+        if self.process.wait(timeout=STUCK_WAIT_S) != 0:
+            raise RuntimeError(f"the hostile editor failed ({self.process.returncode})")
+        return done
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proxy_pid, signal.SIGTERM)
+            self.process.kill()
+            self.process.wait()
+
+
+def flood_from_the_agent(updates: int, size: int = HUGE) -> dict[str, Any]:
+    """An editor that stops reading while the agent writes ``updates`` updates of ``size``."""
+    program = "; ".join([f"huge {size}"] * updates)
+    steps = ["handshake", "stop-reading", f"prompt {program}", "sync"]
+    run = HostileRun([*steps, "read-again", "wait-answer", "sync", "close"])
+    try:
+        run.event("sync")
+        figures = run.wait_stuck((run.proxy_pid, 1), (run.agent_pid(), 1))
+        run.release()
+        answer = run.event("answer")
+        run.event("sync")
+        figures["peak_after_drain_mib"] = round(pipes.peak_rss_bytes(run.proxy_pid) / 2**20, 1)
+        run.release()
+        code = run.event("exited")["code"]
+        done = run.finish()
+    finally:
+        run.close()
+    if answer.get("result") != {"stopReason": "end_turn"} or done["updates"] != updates:
+        raise RuntimeError(f"the flood did not arrive whole: {answer}, {done}")
+    if code != 0:
+        raise RuntimeError(f"the proxy exited {code}")
+    return figures
+
+
+def flood_from_the_editor(messages: int, size: int = HUGE) -> dict[str, Any]:
+    """An agent that stops reading while the editor writes ``messages`` messages of ``size``."""
+    steps = ["handshake", "prompt deaf; wait 600", f"flood {messages} {size} notify", "close"]
+    run = HostileRun(steps)
+    try:
+        run.event("flooding")
+        figures = run.wait_stuck((run.proxy_pid, 0), (run.agent_pid(), 0))
+        os.kill(run.proxy_pid, signal.SIGTERM)
+        figures["sent_before_stuck"] = run.event("flooded")["count"]
+        code = run.event("exited")["code"]
+        run.finish()
+    finally:
+        run.close()
+    if code != 0:
+        raise RuntimeError(f"the proxy exited {code} after SIGTERM")
+    return figures
+
+
+def measure_floods(agent_updates: int = 60, editor_messages: int = 40) -> dict[str, Any]:
+    """The proxy's memory under the two floods of issue 20 (16 MiB lines)."""
+    return {
+        "editor_stops_reading": {"updates": agent_updates, **flood_from_the_agent(agent_updates)},
+        "agent_stops_reading": {
+            "messages": editor_messages,
+            **flood_from_the_editor(editor_messages),
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=15)
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--round-trips", type=int, default=2000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-floods", action="store_true", help="skip the RSS under floods")
     args = parser.parse_args()
     figures = measure(args.turns, args.chunks, args.round_trips)
+    if not args.no_floods:
+        figures["floods"] = measure_floods()
     if args.json:
         print(json.dumps(figures))
         return
@@ -187,6 +328,25 @@ def main() -> None:
         f"(+{figures['added_latency_median_ms']} ms) | < +0.5 ms | {latency_ok} |"
     )
     print(f"| proxy RSS after the turns | - | {figures['proxy_rss_mib']} MiB | - | - |")
+    floods = figures.get("floods")
+    if floods is None:
+        return
+    editor, agent = floods["editor_stops_reading"], floods["agent_stops_reading"]
+    rows = [
+        (
+            f"proxy RSS, editor stops reading, agent writes {editor['updates']} x 16 MiB",
+            editor["rss_mib"],
+            max(editor["peak_mib"], editor["peak_after_drain_mib"]),
+        ),
+        (
+            f"proxy RSS, agent stops reading, editor writes {agent['messages']} x 16 MiB",
+            agent["rss_mib"],
+            agent["peak_mib"],
+        ),
+    ]
+    for label, rss, peak in rows:
+        met = "yes" if peak * 2**20 < RSS_BUDGET_MB * 10**6 else "NO"
+        print(f"| {label} | - | {rss} MiB at the bound, peak {peak} MiB | < 200 MB | {met} |")
 
 
 if __name__ == "__main__":
