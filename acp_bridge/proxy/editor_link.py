@@ -87,24 +87,18 @@ class EditorLink:
 
     async def send(self, line: bytes) -> None:
         """Write one line (no newline) of the bridge's own, or one already fenced."""
-        if self.recorder is not None:
-            self.recorder.message("bridge->editor", line, valid=True)
-        await self._write(line + b"\n")
+        await self._write(line + b"\n", [line])
 
     async def forward(self, gen: RelayGeneration, line: bytes) -> None:
-        """Forward a line of ``gen`` unless it is fenced."""
-        if gen.alive:  # the fence: checked right before the write, with no await between
-            await self.send(line)
+        """Forward a line of ``gen`` unless it is fenced, by the time it would be queued."""
+        if gen.alive:
+            await self._write(line + b"\n", [line], fence=gen)
 
     async def forward_batch(self, gen: RelayGeneration, lines: list[bytes]) -> None:
-        """Forward several lines of ``gen`` in one write unless it is fenced."""
-        if not gen.alive:
-            return
-        if self.recorder is not None:
-            for line in lines:
-                self.recorder.message("bridge->editor", line, valid=True)
-        lines.append(b"")  # the last newline
-        await self._write(b"\n".join(lines))
+        """Forward several lines of ``gen`` in one write unless it is fenced, by the time they
+        would be queued."""
+        if gen.alive:
+            await self._write(b"\n".join([*lines, b""]), lines, fence=gen)
 
     def record(self, direction: str, frame: Frame) -> None:
         if self.recorder is not None:
@@ -114,8 +108,19 @@ class EditorLink:
         if self.recorder is not None:
             self.recorder.event(event)
 
-    async def _write(self, data: bytes) -> None:
+    async def _write(
+        self, data: bytes, lines: list[bytes], fence: RelayGeneration | None = None
+    ) -> None:
+        """Queue ``data`` (``lines``, for the recording). A line of a generation is checked
+        against its fence once it may be queued, after any wait for room: the bridge's answer
+        for a cancelled turn, written once the fence went up, is never followed by a line of
+        that turn that waited for room meanwhile."""
+        fenced = None if fence is None else (lambda: not fence.alive)
         try:
-            await self._writer.send_line(data)
+            sent = await self._writer.send_line(data, fenced=fenced)
         except (ConnectionClosedError, ResourceClosedError):
             self._on_broken()
+            return
+        if sent and self.recorder is not None:
+            for line in lines:
+                self.recorder.message("bridge->editor", line, valid=True)

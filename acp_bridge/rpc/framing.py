@@ -229,8 +229,19 @@ class LineWriter:
         self._closed = False
         self._failure: BaseException | None = None
 
-    async def send_line(self, line: bytes, *, wait_written: bool = False) -> None:
+    async def send_line(
+        self,
+        line: bytes,
+        *,
+        wait_written: bool = False,
+        fenced: Callable[[], bool] | None = None,
+    ) -> bool:
         """Write one complete line (newline included), directly or through the queue.
+
+        ``fenced``: asked once the line may be queued (after any wait for room), with no await
+        between the answer and the queueing: True drops the line. A relay forwarding another
+        process's line passes its fence, so a line that waited for room never lands after what
+        was written once the fence went up. False when the line was dropped so.
 
         Raises:
             ConnectionClosedError: the stream broke, before or while this line was written.
@@ -240,12 +251,14 @@ class LineWriter:
         if not self._queue and not self._lock.locked() and len(line) <= _ATOMIC_WRITE_BYTES:
             # Free, so taken at once; the stream's send is this path's cancel point (taking
             # the lock with ``async with`` would check for cancellation a second time).
+            if fenced is not None and fenced():
+                return False
             self._lock.acquire_nowait()
             try:
                 await self._write(line)
             finally:
                 self._lock.release()
-            return
+            return True
         try:
             self._slots.acquire_nowait()
         except anyio.WouldBlock:
@@ -258,6 +271,9 @@ class LineWriter:
         if self._closed or self._failure is not None:
             self._slots.release()
             self._raise_if_unusable()
+        if fenced is not None and fenced():
+            self._slots.release()
+            return False
         self._charge(len(line))
         written = anyio.Event() if wait_written else None
         self._queue.append((line, written))
@@ -266,6 +282,7 @@ class LineWriter:
         if written is not None:
             await written.wait()
             self._raise_if_failed()
+        return True
 
     def send_line_now(self, line: bytes) -> bool:
         """Write one complete line at once, without waiting, or write nothing and return False.

@@ -172,3 +172,33 @@ async def test_a_budget_wakes_its_waiters_once_there_is_room() -> None:
 def test_a_budget_needs_a_positive_bound() -> None:
     with pytest.raises(ValueError, match="positive"):
         ByteBudget(0)
+
+
+async def test_a_fenced_line_that_waited_for_room_is_dropped_not_written_after_the_fence() -> None:
+    """A relay forwards a dead turn's line; it waits for room; meanwhile the fence goes up and
+    the bridge's own answer is queued. The waiting line must not land after that answer."""
+    async with _unread_pipe() as (send, receive):
+        writer = LineWriter(send, max_queued_bytes=LONG + 1)
+        fence_up = False
+        outcome: list[bool] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(writer.run)
+            await writer.send_line(_line(LONG, b"a"))  # being written: the pipe is full
+            await writer.send_line(_line(LONG, b"b"))  # queued: now the bound is reached
+
+            async def forward() -> None:
+                line = _line(LONG, b"c")
+                outcome.append(await writer.send_line(line, fenced=lambda: fence_up))
+
+            tg.start_soon(forward)
+            await anyio.wait_all_tasks_blocked()  # the forwarder waits for room
+            fence_up = True
+            answer = _line(100, b"A")
+            got = await _written(receive)  # "a", or "a" and "b" in one write: room for "c"
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(writer.send_line, answer)  # the bridge's answer, after the fence
+            while not got.endswith(answer):
+                got += await _written(receive)
+            writer.close()
+        assert outcome == [False]
+        assert got == _line(LONG, b"a") + _line(LONG, b"b") + answer  # never the fenced "c"
