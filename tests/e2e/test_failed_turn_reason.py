@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.e2e.test_run_start_auth_ask import ENV
 
 ROOT = Path(__file__).resolve().parents[2]
-ACP_BRIDGE = [sys.executable, "-m", "acp_bridge"]
+ACP_BRIDGE = [sys.executable, "-m", "acp_bridge"]  # any command (run, show): not test_run_output's
 ECHO = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "echo_agent.py"), "--quiet"]
 DATA = {"details": "Invalid JSON arguments: not-json"}
 FAILING = [*ECHO, "--error-data", json.dumps(DATA)]

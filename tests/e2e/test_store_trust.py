@@ -30,12 +30,14 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import pytest
+
+from tests.e2e.test_run_owner import next_event
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {
@@ -409,15 +411,6 @@ def live_run(store: Path) -> Iterator[tuple[subprocess.Popen[str], IO[str], IO[s
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None and not pipe.closed:
                 pipe.close()
-
-
-def next_event(stdout: Iterable[str], name: str) -> dict[str, Any]:
-    """Read stdout up to the first event called ``name`` (a blocking read: waited for)."""
-    for line in stdout:
-        event: dict[str, Any] = json.loads(line)
-        if event["event"] == name:
-            return event
-    raise AssertionError(f"stdout ended before a {name!r} event")
 
 
 def remove(store: Path) -> None:
