@@ -42,19 +42,23 @@ async def spawn_agent(spec: AgentSpec, base_env: Mapping[str, str] | None) -> Pr
         if base_env is None:
             raise ValueError("a spec that changes the environment needs base_env")
         env = spec.resolve_env(base_env)
+    argv = dying_with_parent(
+        spec.argv,
+        cwd=spec.cwd,
+        env=env,
+        # asyncio forks in this (the loop's) thread; trio in a short-lived worker
+        forked_by_this_thread=_on_asyncio(),
+    )
+    await anyio.lowlevel.checkpoint_if_cancelled()  # a caller cancelled already starts nothing
     try:
-        process = await anyio.open_process(
-            dying_with_parent(
-                spec.argv,
-                cwd=spec.cwd,
-                env=env,
-                # asyncio forks in this (the loop's) thread; trio in a short-lived worker
-                forked_by_this_thread=_on_asyncio(),
-            ),
-            cwd=spec.cwd,
-            env=env,
-            **PIPED_SESSION,
-        )
+        # Shielded: a spawn, once begun, completes (it is a fork and an exec), and the caller
+        # stops the process like any other. On asyncio a spawn cancelled half-way kills the
+        # new process alone (not its group) and is cancelled again while waiting for it, so
+        # nothing of ours reaps it: asyncio's child watcher then finds it exited after the loop
+        # closed ("Loop ... that handles pid ... is closed", at the end of a run whose agent
+        # was being restarted as it stopped).
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(argv, cwd=spec.cwd, env=env, **PIPED_SESSION)
     except OSError as exc:
         raise start_failure(spec, exc) from exc
     read_in_pipe_sized_chunks(process)
