@@ -295,6 +295,10 @@ async def _run_agent(
             await printer.flush()
             if not conversation.usage.is_empty:  # the conversation's total, one line
                 _say(f"usage: {conversation.usage.summary()}")
+            if not interrupts.count:
+                # Every message is settled, recorded and printed: the agent's own teardown is
+                # not waited for beyond a short window (SETTLED_SHUTDOWN, about 0.5 s).
+                agent.expect_nothing_more()
             if agent.auth_failure is not None and not interrupts.count:
                 # The queue paused at the refused turn; the rest waits for a login.
                 return report_auth_required(printer, spec.name, agent.auth_failure)
@@ -341,6 +345,9 @@ async def _drive(
                 judged.add(await send(text))
         elif not (args.resume or args.conversation) or not sys.stdin.isatty():
             refused = await read_stdin(send, judged, args.max_message_bytes)
+        # The input has ended: an exit of the agent (a crash on the last message) restarts it
+        # only if a message still waits for it.
+        conversation.agent.restart_only_if(lambda: _messages_waiting(conversation))
         reason = await conversation.wait_idle()
         tg.cancel_scope.cancel()
     if interrupts.stopped.is_set():
@@ -350,6 +357,12 @@ async def _drive(
     if reason == "agent_gone" or refused:
         return EXIT_TURN_FAILED
     return await _exit_code(store, conversation.id, judged)
+
+
+def _messages_waiting(conversation: Conversation) -> bool:
+    """Whether a message waits to be prompted (queued, or its start under way)."""
+    queue = conversation.queue
+    return bool(queue.queued) or queue.starting is not None
 
 
 class _StoringSender:

@@ -25,20 +25,26 @@ def startup_failure(name: str, record: ExitRecord) -> str:
     )
 
 
-def turn_failure(name: str, record: ExitRecord, will_restart: bool, pid: int) -> AgentExitedError:
-    """The error of a turn (or call) cut short by the agent's exit."""
-    next_step = (
-        "restarting it and restoring the session; the interrupted prompt is not re-sent"
-        if will_restart
-        else "not restarting it (restart limit reached)"
-    )
+def turn_failure(
+    name: str, record: ExitRecord, will_restart: bool, pid: int, *, closing: bool = False
+) -> AgentExitedError:
+    """The error of a turn (or call) cut short by the agent's exit. ``closing``: the agent was
+    being closed anyway (nothing more to do), so it is not restarted, and a later run may retry
+    the message (recoverable); not restarted otherwise means the restart limit was reached."""
+    not_resent = "the interrupted prompt is not re-sent"
+    if will_restart:
+        next_step = f"restarting it and restoring the session; {not_resent}"
+    elif closing:
+        next_step = f"not restarting it: the bridge is stopping; {not_resent}"
+    else:
+        next_step = "not restarting it (restart limit reached)"
     return AgentExitedError(
         f"agent {name!r} (pid {pid}): {record.reason}; {next_step}"
         + _stderr_tail(record, "Last stderr lines of the agent"),
         returncode=record.returncode,
         signal=record.signal,
         stderr_tail=record.stderr_tail,
-        recoverable=will_restart,
+        recoverable=will_restart or closing,
     )
 
 

@@ -29,7 +29,7 @@ from acp_bridge.client.start_diagnosis import StartupWitness, diagnose_start
 from acp_bridge.core.restore_plan import RestoreBudget
 from acp_bridge.errors import BridgeError, FramingError
 from acp_bridge.process import killer
-from acp_bridge.process.launcher import AgentProcess, open_agent
+from acp_bridge.process.launcher import AgentProcess, ShutdownTimeouts, open_agent
 from acp_bridge.process.policy import ExitRecord
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.process.watchdog import WatchdogLimits, watch_rss
@@ -81,6 +81,7 @@ class Generation:
         self._start_failure: BaseException | None = None
         self._start_step = "initialize"
         self._quarantined = False  # ended on purpose: see ExitRecord.ordered
+        self._shutdown = host.options.shutdown  # the bounds of the process's stop
 
     @property
     def pid(self) -> int | None:
@@ -93,6 +94,12 @@ class Generation:
         self._reasons.insert(0, reason)
         self._quarantined = True
         self._ended.set()
+
+    def use_shutdown(self, bounds: ShutdownTimeouts) -> None:
+        """Stop the process tree with ``bounds`` when it is stopped (unless that has begun)."""
+        self._shutdown = bounds
+        if self._process is not None:
+            self._process.shutdown = bounds
 
     def kill_now(self) -> None:
         """SIGKILL the whole tree at once (a second signal: stop now, no grace)."""
@@ -111,7 +118,7 @@ class Generation:
             self._host.spec,
             base_env=self._options.base_env,
             stderr_forward=self._options.stderr_forward,
-            shutdown=self._options.shutdown,
+            shutdown=self._shutdown,
             process=self._adopted,
         ) as process:
             self._process = process

@@ -33,6 +33,7 @@ from acp_bridge.errors import (
     ResourceClosedError,
     RestartLimitError,
 )
+from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import ExitRecord, GiveUp, format_exit_history
 
 __all__ = ["AgentLifetime"]
@@ -59,6 +60,7 @@ class AgentLifetime:
         """What calls raise after a give-up (until a revive)."""
         self.start_failure: AgentStartupError | None = None
         self._exit_errors: dict[int, AgentExitedError] = {}
+        self._shutdown: ShutdownTimeouts | None = None  # the options' bounds, unless changed
 
     @property
     def pid(self) -> int | None:
@@ -90,11 +92,19 @@ class AgentLifetime:
             return ResourceClosedError(f"{name} was closed")
         return AgentExitedError(f"{name} stopped answering", recoverable=True)
 
+    def use_shutdown(self, bounds: ShutdownTimeouts) -> None:
+        """Stop the current process (and any later one) within ``bounds``."""
+        self._shutdown = bounds
+        if self.current is not None:
+            self.current.use_shutdown(bounds)
+
     # -- the supervisor's hooks (GenerationKind) -----------------------------------------------
 
     async def run_generation(self, number: int, restoring: bool) -> None:
         adopted, self.adopted = self.adopted, None
         generation = Generation(self._host, number, restoring, adopted)
+        if self._shutdown is not None:
+            generation.use_shutdown(self._shutdown)
         self.current = generation
         await generation.run()
 
@@ -113,7 +123,7 @@ class AgentLifetime:
                 report.will_restart,
             )
         )
-        failure = turn_failure(name, record, report.will_restart, pid)
+        failure = turn_failure(name, record, report.will_restart, pid, closing=report.closing)
         self._exit_errors[report.number] = failure
         self._exit_errors.pop(report.number - _EXIT_ERRORS_KEPT, None)
         self.supervisor.changed.notify_all()

@@ -41,6 +41,7 @@ from acp_bridge.errors import (
     ConnectionClosedError,
     ResourceClosedError,
 )
+from acp_bridge.process.launcher import SETTLED_SHUTDOWN, ShutdownTimeouts
 from acp_bridge.process.policy import ExitRecord
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.rpc.peer import JsonRpcPeer
@@ -79,6 +80,7 @@ class SupervisedAgent:
         self.auth_failure: AuthRequiredError | None = None
         """The last turn the agent refused for want of authentication (it pauses the queue)."""
         self._events = EventHub(agent_name=self.name)
+        self._restart_needed: Callable[[], bool] | None = None
 
     def __repr__(self) -> str:
         machine = self._lifecycle
@@ -290,6 +292,25 @@ class SupervisedAgent:
         fail with ``ResourceClosedError``; the running process still serves a cancel."""
         self._supervisor.shutdown()
 
+    def restart_only_if(self, needed: Callable[[], bool]) -> None:
+        """From now on, restart the agent after an exit (a crash, a quarantine) only if
+        ``needed()``, asked at that exit, says something still waits for it. Otherwise no
+        process is started again (as after :meth:`stop_restarting`): the exit is reported as
+        the bridge stopping, and a turn it cut fails recoverable, for a later retry.
+
+        For a caller whose input has ended (a one-shot run): a crash on its last message must
+        not start a process only to stop it."""
+        self._restart_needed = needed
+
+    def expect_nothing_more(self, shutdown: ShutdownTimeouts = SETTLED_SHUTDOWN) -> None:
+        """Nothing more will be asked of the agent (a one-shot run whose messages all ended and
+        were recorded): start no process again, and when the agent is closed, stop the current
+        process tree within ``shutdown``'s bounds (by default a short EOF window, then SIGTERM,
+        then SIGKILL: see :data:`~acp_bridge.process.launcher.SETTLED_SHUTDOWN`) rather than
+        wait for the agent's own teardown."""
+        self.stop_restarting()
+        self._lifetime.use_shutdown(shutdown)
+
     def kill_now(self) -> None:
         """SIGKILL the current process tree at once, with no grace, and start nothing again
         (a second signal: stop now)."""
@@ -345,6 +366,8 @@ class SupervisedAgent:
 
     async def generation_exited(self, number: int, record: ExitRecord) -> None:
         """Decide, report, and fail the turns in flight, while the tree is still being reaped."""
+        if self._restart_needed is not None and not self._restart_needed():
+            self._supervisor.shutdown()  # nothing waits for another process: none is started
         await self._supervisor.exited(number, record)
         await self._handlers.end_generation(number)
 

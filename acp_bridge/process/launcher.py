@@ -12,6 +12,14 @@ reason: normal exit, an exception, or cancellation), shielded, with every wait b
    exited) gets SIGTERM, then SIGKILL, with the same bounds;
 7. close the pipes.
 
+The bounds are a :class:`ShutdownTimeouts`, given at the start and changeable until the stop
+begins (:attr:`AgentProcess.shutdown`). Two sets are named here: the default one, which gives a
+well-behaved agent time to finish what it does on EOF, and :data:`SETTLED_SHUTDOWN`, for an
+agent nothing more will be asked of (a one-shot ``acp-bridge run`` whose messages all ended and
+were recorded): its own teardown is not waited for beyond a short window, and the whole tree is
+gone within about ``SETTLED_STDIN_CLOSE_GRACE_S + SETTLED_TERM_GRACE_S`` (0.5 s) plus the
+kernel's reaping. It is the same sequence with shorter first waits, not another one.
+
 :meth:`AgentProcess.kill_now` is the "stop now" path (a second Ctrl-C): it SIGKILLs the group and
 every descendant known so far at once, synchronously, and makes a graceful stop that is running
 or comes later skip straight to waiting (bounded) for the kernel to reap the tree.
@@ -52,6 +60,9 @@ from acp_bridge.record import record
 __all__ = [
     "KILL_WAIT_S",
     "PIPE_READ_BYTES",
+    "SETTLED_SHUTDOWN",
+    "SETTLED_STDIN_CLOSE_GRACE_S",
+    "SETTLED_TERM_GRACE_S",
     "STDIN_CLOSE_GRACE_S",
     "TERM_GRACE_S",
     "AgentProcess",
@@ -83,6 +94,18 @@ class ShutdownTimeouts:
     stdin_close_grace_s: float = STDIN_CLOSE_GRACE_S
     term_grace_s: float = TERM_GRACE_S
     kill_wait_s: float = KILL_WAIT_S
+
+
+SETTLED_STDIN_CLOSE_GRACE_S: Final = 0.2
+"""How long an agent nothing more is asked of gets to exit by itself once its stdin is closed."""
+SETTLED_TERM_GRACE_S: Final = 0.3
+"""And between SIGTERM and SIGKILL."""
+SETTLED_SHUTDOWN: Final = ShutdownTimeouts(
+    stdin_close_grace_s=SETTLED_STDIN_CLOSE_GRACE_S, term_grace_s=SETTLED_TERM_GRACE_S
+)
+"""The stop of an agent whose work is settled (see the module docstring): the user's answer
+is complete and recorded, so the agent's own teardown (saving state, closing a runtime) is not
+waited for beyond a short window."""
 
 
 @record
@@ -154,7 +177,8 @@ class AgentProcess:
         self._stderr = _StderrTail(stderr_tail_lines)
         self._exited = anyio.Event()
         self._exit_status: ExitStatus | None = None
-        self._shutdown = shutdown
+        self.shutdown = shutdown
+        """The bounds of the stop's steps; a new value applies if the stop has not begun."""
         self._closed = False
         # Set by kill_now: every wait of the graceful stop ends at once (it has nothing to wait
         # for any more but the reaping).
@@ -251,7 +275,7 @@ class AgentProcess:
 
     async def _stop(self) -> None:
         snapshot = [*self._known, *([] if self.has_exited else killer.tree_snapshot(self.pid))]
-        bounds = self._shutdown
+        bounds = self.shutdown
         try:
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 with anyio.move_on_after(bounds.stdin_close_grace_s):
@@ -301,7 +325,7 @@ class AgentProcess:
 
     async def _stop_leftovers(self, snapshot: list[psutil.Process]) -> None:
         """Descendants that outlived the agent: in its group, or in the snapshot."""
-        bounds = self._shutdown
+        bounds = self.shutdown
         steps = ((signal.SIGTERM, bounds.term_grace_s), (signal.SIGKILL, bounds.kill_wait_s))
         for sig, grace in steps:
             leftovers = self._leftovers(snapshot)
