@@ -127,13 +127,14 @@ def test_chat_steers_with_slash_steer_and_queues_a_plain_line(tmp_path: Path) ->
     wrapped = ["env", *(f"{k}={v}" for k, v in environment(log).items())]
     with chat(["--", *wrapped, *argv(STEERING, tmp_path)], tmp_path) as terminal:
         terminal.say("echo begun; steers 1")
-        terminal.read_until(b"begun")
+        terminal.read_until(b"begun\r\n")  # the answer (the typed line says "begun;")
         terminal.say("echo later")
         terminal.read_until(b"queued as message 2")
         terminal.say("/steer go left")
         terminal.read_until(b"[steer] go left")
         terminal.read_until(b"message 3 joined the turn of message 1")
-        terminal.read_until(b"later")  # message 2, after the turn
+        terminal.read_until(b"later\r\n")  # message 2's answer, after the turn
+        terminal.read_until(b"[done] end_turn")
         terminal.say("/quit")
         assert terminal.finish() == 0
     assert messages(tmp_path / "s.db") == [(1, "done", 1), (2, "done", 1), (3, "steered", 0)]
