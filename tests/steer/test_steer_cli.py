@@ -89,6 +89,28 @@ def test_run_reads_steer_lines_as_steers(tmp_path: Path) -> None:
     assert "[steer] use the other config file " in texts
     assert [e["seq"] for e in seen if e["event"] == "turn_started"] == [1]
     assert deliveries(log, "use the other config file") == 1
+    conversation = next(e["conversation"] for e in seen if e["event"] == "session")
+    shown = _bridge(log, "show", "--store", str(tmp_path / "s.db"), conversation)
+    assert "#2 steered" in shown and "[steered into #1 (injected)]" in shown
+    document = json.loads(
+        _bridge(log, "show", "--json", "--store", str(tmp_path / "s.db"), conversation)
+    )
+    assert document["messages"][1]["state"] == "steered"
+    (event,) = document["messages"][1]["steering"]
+    assert (event["event"], event["into"], event["outcome"]) == ("steered", 1, "injected")
+
+
+def _bridge(log: Path, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_bridge", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(log),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_a_steer_cut_by_kill_9_of_the_bridge_is_never_sent_twice(tmp_path: Path) -> None:
