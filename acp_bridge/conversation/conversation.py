@@ -222,6 +222,7 @@ class Conversation:
                 raise ResourceClosedError(f"{self.id}: send() after the conversation was closed")
             unavailable = self._steers.unavailable()
             joinable = (unavailable or self._machine.steer_unavailable()) is None
+            behind = () if joinable else self._machine.fallback_behind()
             record = await self._db(
                 self._store.add_message,
                 self.id,
@@ -229,13 +230,18 @@ class Conversation:
                 next=True,
                 unpause=True,
                 steering=joinable,
+                behind=behind,
                 now=self._clock(),
             )
             with anyio.CancelScope(shield=True):  # committed: see send()
                 self._turns.prompts[record.seq] = blocks
                 await self.emit("queued", {"seq": record.seq, "interrupt": False, "steer": True})
                 actions = self._machine.steer(record.seq, unavailable=unavailable)
-                assert isinstance(actions[0], SteerTurn) == joinable, actions
+                first = actions[0]
+                # What was committed is what the machine decided (one step, under the lock).
+                assert isinstance(first, SteerTurn) == joinable, actions
+                if isinstance(first, SteerFallback):
+                    assert first.behind == behind, actions
                 await self._perform(actions)
         return record.seq
 

@@ -59,14 +59,16 @@ then calls ``steer``: a :class:`SteerTurn` (call the agent's steering method) or
 ``steer_answered``: taken (``injected``, or any outcome we do not know) makes the message
 STEERED, its own final state, with the seq of the turn it joined; refused (``failed``,
 ``promptRequired``, an error answer) puts it at the head of the queue, a normal message, with a
-SteerFallback. A steer can only join a RUNNING turn: none runs, the turn is being cancelled (its
-grace window), the agent is restarting or advertises no steering, or another steer's answer is
-awaited, and it goes to the head at once. While a steer's answer is awaited no turn starts (a
-steer refused because the turn just ended is prompted next, ahead of what was queued), so a
-steer racing the turn's end is prompted once or steered once, never both. An answer that never
-comes (``steer_unconfirmed``: a timeout, the agent died) ends it FAILED, recoverable, with
-:data:`STEER_UNCONFIRMED_ERROR`: the agent may have taken it, so it is never sent again unless
-the user retries it.
+SteerFallback. A fallen-back steer goes behind the steers that fell back before it and have not
+started (:meth:`QueueMachine.fallback_behind`), so steers keep their order; a refusal does not
+un-pause a queue stopped since the steer was sent. A steer can only join a RUNNING turn: when
+none runs, the turn is being cancelled (its grace window), the agent is restarting or
+advertises no steering, or another steer's answer is awaited, it goes to the head at once.
+While a steer's answer is awaited no turn starts (a steer refused because the turn just ended
+is prompted next, ahead of what was queued), so a steer racing the turn's end is prompted once
+or steered once, never both. An answer that never comes (``steer_unconfirmed``: a timeout, the
+agent died) ends it FAILED, recoverable, with :data:`STEER_UNCONFIRMED_ERROR`: the agent may
+have taken it, so it is never sent again unless the user retries it.
 
 *Bridge crash.* :meth:`QueueMachine.restore` rebuilds from stored records; one stored RUNNING
 was in flight when the bridge died: it becomes FAILED, recoverable, and the queue goes on with
@@ -148,6 +150,9 @@ class QueueMachine(QueueViews):
         super().__init__()
         self._steering: tuple[int, int] | None = None
         """The steer whose answer is awaited: (its seq, the seq of the turn it aims at)."""
+        self._fell_back: set[int] = set()
+        """Steers that went to the head of the queue and have not started yet: a later one
+        goes behind them (:meth:`fallback_behind`), so steers keep their order."""
 
     @classmethod
     def restore(
@@ -212,6 +217,16 @@ class QueueMachine(QueueViews):
         self._request_work()
         return actions + self.pump()
 
+    def fallback_behind(self) -> tuple[int, ...]:
+        """The steers a steer falling back now goes behind: those at the head of the queue that
+        fell back before it (first the oldest). Changes nothing."""
+        behind: list[int] = []
+        for seq in self._queue:
+            if seq not in self._fell_back:
+                break
+            behind.append(seq)
+        return tuple(behind)
+
     def steer_unavailable(self) -> SteerFallbackReason | None:
         """Why a steer sent now could not join a turn (None: it can). Changes nothing."""
         if self._steering is not None:
@@ -242,9 +257,9 @@ class QueueMachine(QueueViews):
         self._last_seq = seq
         if reason is not None:
             self._messages[seq] = MessageRecord(seq, MessageState.QUEUED)
-            self._queue.appendleft(seq)
-            self._request_work()
-            return [SteerFallback(seq, reason, requeue=False), *self.pump()]
+            behind = self._fall_back(seq)
+            self._request_work()  # a send: it un-pauses
+            return [SteerFallback(seq, reason, requeue=False, behind=behind), *self.pump()]
         into = self.running
         assert into is not None  # the slot is RUNNING
         self._messages[seq] = MessageRecord(seq, MessageState.STEERING)
@@ -269,10 +284,9 @@ class QueueMachine(QueueViews):
             return [final, *self.pump()]
         state = next_state(MESSAGE_TRANSITIONS, record.state, SteerRefused(seq))
         self._messages[seq] = dataclasses.replace(record, state=state)
-        self._queue.appendleft(seq)
-        if self._gate is not GateState.CLOSED:
-            self._request_work()
-        return [SteerFallback(seq, reason, requeue=True), *self.pump()]
+        # No work requested: a stop or close since the steer was sent still holds.
+        behind = self._fall_back(seq)
+        return [SteerFallback(seq, reason, requeue=True, behind=behind), *self.pump()]
 
     def steer_unconfirmed(self, seq: int) -> list[Action]:
         """No answer to steer ``seq`` will come (a timeout, the agent died): it may have been
@@ -392,6 +406,7 @@ class QueueMachine(QueueViews):
                 self._agent = next_state(AGENT_TRANSITIONS, self._agent, ReviveDecided())
                 actions.append(ReviveAgent(self._generation))
             seq = self._queue.popleft()
+            self._fell_back.discard(seq)
             self._slot = next_state(SLOT_TRANSITIONS, self._slot, StartDecided(seq))
             turn = TurnInSlot(seq, self._messages[seq].attempt, self._generation)
             self._turn = turn
@@ -414,6 +429,12 @@ class QueueMachine(QueueViews):
             )
         self._steering = None
         return steering[1]
+
+    def _fall_back(self, seq: int) -> tuple[int, ...]:
+        behind = self.fallback_behind()
+        self._queue.insert(len(behind), seq)
+        self._fell_back.add(seq)
+        return behind
 
     def _unconfirmed(self, seq: int) -> list[Action]:
         record = self._messages[seq]

@@ -319,6 +319,8 @@ class SteerFallback:
     seq: int
     reason: SteerFallbackReason
     requeue: bool
+    behind: tuple[int, ...] = ()
+    """The steers at the head of the queue it goes behind (they fell back before it)."""
 
 
 @record

@@ -107,7 +107,12 @@ class SteerRunner:
         now = self._clock()
         if action.requeue:
             await self._commits.call(
-                self._store.steer_refused, self.id, action.seq, now=now, event=event
+                self._store.steer_refused,
+                self.id,
+                action.seq,
+                behind=action.behind,
+                now=now,
+                event=event,
             )
         else:
             await self._commits.call(

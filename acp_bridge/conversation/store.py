@@ -322,11 +322,18 @@ class QueueStore:
         next: bool = False,
         unpause: bool = False,
         steering: bool = False,
+        behind: Sequence[int] = (),
         now: float,
     ) -> StoredMessage:
         """Queue a message, committed on return (:meth:`.QueueWrites.add_message`)."""
         return self._writes.add_message(
-            conversation_id, content, next=next, unpause=unpause, steering=steering, now=now
+            conversation_id,
+            content,
+            next=next,
+            unpause=unpause,
+            steering=steering,
+            behind=behind,
+            now=now,
         )
 
     def mark_running(
@@ -382,12 +389,15 @@ class QueueStore:
         conversation_id: str,
         seq: int,
         *,
+        behind: Sequence[int] = (),
         now: float,
         event: tuple[str, Any] | None = None,
     ) -> bool:
         """A steering message the agent did not take goes to the queue's head
         (:meth:`.QueueWrites.steer_refused`)."""
-        return self._writes.steer_refused(conversation_id, seq, now=now, event=event)
+        return self._writes.steer_refused(
+            conversation_id, seq, behind=behind, now=now, event=event
+        )
 
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]:
         """Fail (recoverable) every message left running by a dead bridge; return their seqs

@@ -36,6 +36,7 @@ class QueueWrites:
         next: bool = False,
         unpause: bool = False,
         steering: bool = False,
+        behind: Sequence[int] = (),
         now: float,
     ) -> StoredMessage:
         """Queue a message (committed on return) and return it.
@@ -43,7 +44,8 @@ class QueueWrites:
         ``next=True`` puts it ahead of every queued message; ``unpause=True`` also clears the
         conversation's paused flag in the same transaction (a new send after a stop resumes).
         ``steering=True`` stores it ``steering`` instead of ``queued``: committed before the
-        agent's steering method is called with it (see :meth:`steer_refused`).
+        agent's steering method is called with it (see :meth:`steer_refused`). ``behind``
+        (with ``next=True``): the queued steers it goes behind, kept first, in that order.
         """
         body = dumps(as_list(content))
         state = MessageState.STEERING if steering else MessageState.QUEUED
@@ -53,7 +55,10 @@ class QueueWrites:
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?",
                 (conversation_id,),
             ).fetchone()[0]
-            position = queue_position(db, conversation_id, next=next)
+            if next:
+                position = _head_behind(db, conversation_id, behind)
+            else:
+                position = queue_position(db, conversation_id, next=False)
             db.execute(
                 "INSERT INTO messages (conversation_id, seq, position, content, state, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -209,21 +214,23 @@ class QueueWrites:
         conversation_id: str,
         seq: int,
         *,
+        behind: Sequence[int] = (),
         now: float,
         event: tuple[str, Any] | None = None,
     ) -> bool:
         """A ``steering`` message the agent did not take: ``queued`` ahead of every queued
-        message, a normal message from now on (``event`` logged with it). False (and nothing
-        changes) when it is not ``steering``."""
+        message but the steers ``behind`` (kept first, in that order), a normal message from
+        now on (``event`` logged with it). The paused flag is left as it is: a stop since the
+        steer was sent holds. False (and nothing changes) when it is not ``steering``."""
         with self._connection.transaction(f"requeue steer {seq} of {conversation_id!r}") as db:
             if self._rows.state(db, conversation_id, seq) != MessageState.STEERING:
                 return False
             db.execute(
                 "UPDATE messages SET state = 'queued', position = ?"
                 " WHERE conversation_id = ? AND seq = ?",
-                (queue_position(db, conversation_id, next=True), conversation_id, seq),
+                (_head_behind(db, conversation_id, behind), conversation_id, seq),
             )
-            touch(db, conversation_id, now, unpause=True)
+            touch(db, conversation_id, now)
             if event is not None:
                 insert_event(db, conversation_id, event, seq, now)
             return True
@@ -281,3 +288,18 @@ class QueueWrites:
         db.execute(
             "UPDATE conversations SET usage = ? WHERE id = ?", (dumps(totals), conversation_id)
         )
+
+
+def _head_behind(db: sqlite3.Connection, conversation_id: str, behind: Sequence[int]) -> int:
+    """The position of a message joining the queue's head behind the queued ``behind`` (which
+    move to the head first, in that order): every one below every other queued position, so no
+    two queued messages ever share one."""
+    lowest = queue_position(db, conversation_id, next=True) + 1  # the head's, or past the tail
+    first = lowest - len(behind) - 1
+    for offset, seq in enumerate(behind):
+        db.execute(
+            "UPDATE messages SET position = ? WHERE conversation_id = ? AND seq = ?"
+            " AND state = 'queued'",
+            (first + offset, conversation_id, seq),
+        )
+    return first + len(behind)

@@ -27,17 +27,28 @@ def argv(script: str, tmp_path: Path, *flags: str) -> list[str]:
     ]
 
 
-def environment(log: Path, hold: Path | None = None) -> dict[str, str]:
+def environment(
+    log: Path, hold: Path | None = None, *, draft: bool = False
+) -> dict[str, str]:
     env = {"STEERING_AGENT_LOG": str(log)}
     if hold is not None:
         env["STEERING_AGENT_HOLD"] = str(hold)
+    if draft:
+        env["STEERING_AGENT_DRAFT"] = "1"
     return env
 
 
-def spec(script: str, tmp_path: Path, log: Path, hold: Path | None = None) -> AgentSpec:
+def spec(
+    script: str,
+    tmp_path: Path,
+    log: Path,
+    hold: Path | None = None,
+    *flags: str,
+    draft: bool = False,
+) -> AgentSpec:
     """The agent started through ``env`` (so no base environment is needed to add to)."""
-    assignments = [f"{k}={v}" for k, v in environment(log, hold).items()]
-    return AgentSpec(["env", *assignments, *argv(script, tmp_path)])
+    assignments = [f"{k}={v}" for k, v in environment(log, hold, draft=draft).items()]
+    return AgentSpec(["env", *assignments, *argv(script, tmp_path, *flags)])
 
 
 def logged(log: Path) -> list[str]:
@@ -52,6 +63,7 @@ def deliveries(log: Path, text: str) -> int:
         f"prompt {text}",
         f"steer-injected {text}",
         f"steer-startedNewTurn {text}",
+        f"steer-deferredByAgent {text}",
         f"ext _session/steering {text}",
     }
     return sum(1 for line in logged(log) if line in acted)

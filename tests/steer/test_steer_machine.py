@@ -121,3 +121,26 @@ def test_a_steered_message_cannot_be_retried_and_answers_match_the_steer() -> No
     machine.steer_answered(2, taken=True)
     with pytest.raises(ValueError, match="STEERED"):
         machine.retry(2)
+
+
+def test_steers_that_fall_back_keep_their_order_ahead_of_the_queue() -> None:
+    machine = running()
+    machine.send(2)
+    machine.steer(3)
+    assert machine.steer_answered(3, taken=False)[0] == SteerFallback(3, "failed", True, ())
+    machine.steer(4)  # joins the turn, is refused too: behind 3, still ahead of 2
+    assert machine.fallback_behind() == (3,)
+    assert machine.steer_answered(4, taken=False)[0] == SteerFallback(4, "failed", True, (3,))
+    machine.stop()  # cancelling: a steer now falls back at once, behind 3 and 4
+    assert machine.steer(5)[0] == SteerFallback(5, "cancelling", False, (3, 4))
+    assert machine.queued == (3, 4, 5, 2)
+
+
+def test_a_refused_steer_does_not_unpause_a_stopped_queue() -> None:
+    machine = running()
+    machine.steer(2)
+    machine.stop()
+    machine.turn_ended(1, Answered("cancelled"))
+    actions = machine.steer_answered(2, taken=False, reason="promptRequired")
+    assert actions == [SteerFallback(2, "promptRequired", True, ()), Idle("paused")]
+    assert machine.queued == (2,)

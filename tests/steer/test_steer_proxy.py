@@ -30,7 +30,10 @@ async def test_two_editor_steers_reach_the_agent_in_order(tmp_path: Path) -> Non
         new = await editor.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
         session_id = new["result"]["sessionId"]
         seen: list[dict[str, object]] = []
-        prompt = await editor.request("session/prompt", prompt_params(session_id, "steers 2"))
+        prompt = await editor.request(
+            "session/prompt", prompt_params(session_id, "echo go; steers 2")
+        )
+        await editor.until(lambda m: chunk_text(m) == "go")  # the turn runs at the agent
         first = await editor.request("_session/steering", _steer(session_id, "one"))
         second = await editor.request("_session/steering", _steer(session_id, "two"))
         assert (await editor.response(first, seen))["result"] == {"outcome": "injected"}

@@ -16,6 +16,7 @@ from acp_bridge.conversation.schema import (
     connect_read_only,
     migrate,
 )
+from acp_bridge.conversation.store import QueueStore
 
 
 def _version_3_store(path: Path) -> None:
@@ -59,3 +60,17 @@ def test_a_read_only_open_reads_a_version_3_store_unchanged(tmp_path: Path) -> N
     with closing(connect_read_only(str(path), busy_timeout_s=1)) as conn:
         assert [tuple(r) for r in conn.execute("SELECT state FROM messages")] == [("done",)]
     assert path.read_bytes() == before
+
+
+def test_refused_steers_are_stored_in_their_order_at_the_queue_head(tmp_path: Path) -> None:
+    text = [{"type": "text", "text": "x"}]
+    with QueueStore.open(tmp_path / "q.db") as store:
+        store.create_conversation("c", agent={}, cwd="/w", now=1.0)
+        store.add_message("c", text, now=1.0)  # 1, queued
+        for _ in range(2):  # 2 and 3: steering
+            store.add_message("c", text, next=True, steering=True, now=1.0)
+        assert store.steer_refused("c", 2, now=2.0)
+        assert store.steer_refused("c", 3, behind=(2,), now=2.0)
+        store.add_message("c", text, next=True, behind=(2, 3), now=3.0)  # 4: fell back at once
+        assert [m.seq for m in store.queued("c")] == [2, 3, 4, 1]
+        assert not store.steer_refused("c", 2, now=4.0)  # queued now: not steering
