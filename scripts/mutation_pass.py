@@ -297,8 +297,9 @@ MUTANTS = [
     Mutant(
         "store: the exactly-once guard dropped from the statement that records the turn",
         "acp_bridge/conversation/store_writes.py",
-        "WHERE conversation_id = ? AND seq = ? AND state IN ('queued', 'running')\",",
-        "WHERE conversation_id = ? AND seq = ?\",",
+        "\" WHERE conversation_id = ? AND seq = ?\"\n"
+        "                    \" AND state IN ('queued', 'running', 'steering')\",",
+        "\" WHERE conversation_id = ? AND seq = ?\",",
         ("tests/conversation/test_store.py",),
     ),
     Mutant(

@@ -329,7 +329,7 @@ class _Chat:
         conversation = self.conversation
         assert conversation is not None
         if isinstance(action, Send):
-            await self._send_line(conversation, action.text)
+            await self._send_line(conversation, action.text, steer=action.steer)
         elif isinstance(action, Answer):
             self.questions.answer(action)
         elif isinstance(action, Cancel):
@@ -348,7 +348,9 @@ class _Chat:
         elif isinstance(action, Say):
             self._note(action.text, prefix="")
 
-    async def _send_line(self, conversation: Conversation, text: str) -> None:
+    async def _send_line(
+        self, conversation: Conversation, text: str, *, steer: bool = False
+    ) -> None:
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > self.args.max_message_bytes:
             self._note(
@@ -357,9 +359,11 @@ class _Chat:
             )
             return
         busy = self.running is not None or self._depth(starting_counts=True) > 0
-        seq = await conversation.send(text)
+        seq = await conversation.send(text, steer=steer)
         self.paused = False
-        if busy:
+        if steer:
+            self._note(f"steering message {seq} into the running turn")
+        elif busy:
             self._note(f"queued as message {seq} ({self._depth()} waiting)")
         self._show_status()
 

@@ -11,7 +11,9 @@ Rules:
   agent runs it. Unknown commands and bad arguments give :class:`Say`.
 * Otherwise, while a permission question waits, the line answers the oldest one: ``y``/``yes``
   allow once, ``n``/``no`` reject, ``a``/``always`` allow always; anything else asks again.
-* Otherwise a non-blank line is sent (queued behind the running turn, if any).
+* Otherwise a non-blank line is sent (queued behind the running turn, if any). ``/steer TEXT``
+  sends TEXT as a steer instead: into the running turn where the agent takes it (else it is
+  queued first).
 * Ctrl-C while a turn runs and no cancel was asked yet: :class:`Stop` (cancel it, pause the
   queue). Ctrl-C at an idle prompt, or while the cancel is under way: :class:`Quit`. Any
   interrupt once quitting: :class:`QuitNow`. Ctrl-D: :class:`Quit`. SIGTERM/SIGHUP: quit, the
@@ -45,6 +47,8 @@ __all__ = [
 @dataclass(frozen=True)
 class Send:
     text: str
+    steer: bool = False
+    """Join the running turn, where the agent takes steers (``/steer``)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ Interrupted = Stop | Quit | QuitNow
 HELP_TEXT = """\
 commands:
   /cancel      cancel the running turn; queued messages go on
+  /steer TEXT  send TEXT into the running turn, where the agent takes it (else it is
+               queued first); a line typed without it waits for the turn to end
   /stop        cancel the running turn and pause the queue (kept: /resume sends it,
                and a new message is sent after it)
   /resume      send the paused queue
@@ -116,7 +122,9 @@ commands:
 keys: Ctrl-C cancels the running turn (like /stop); again, or at an idle prompt, leaves.
       Ctrl-D leaves. A permission question is answered on the prompt line: y, n or a."""
 
-_OURS = frozenset(("cancel", "stop", "resume", "retry", "mode", "model", "quit", "exit", "help"))
+_OURS = frozenset(
+    ("cancel", "steer", "stop", "resume", "retry", "mode", "model", "quit", "exit", "help")
+)
 
 AgentCommands = Callable[[], Sequence[Mapping[str, Any]]]
 """The agent's slash commands as it last listed them (``availableCommands`` entries)."""
@@ -244,6 +252,10 @@ class ChatRouter:
                 return Say("no turn is running")
             self.cancel_asked = True
             return Cancel()
+        if name == "steer":
+            if arg is None:
+                return Say("usage: /steer TEXT (sent into the running turn)")
+            return Send(arg, steer=True)
         if name == "stop":
             if self.turn_running:
                 self.cancel_asked = True

@@ -38,6 +38,7 @@ from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from acp_bridge.cli.guarded_output import guarded_stdout
 from acp_bridge.cli.options import default_store_path
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
+from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.records import ConversationRecord, StoredMessage
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.transcript import REPLY_LIMIT_BYTES
@@ -45,7 +46,18 @@ from acp_bridge.errors import QueueStoreError, UnsafeFileError
 
 __all__ = ["conversations_command", "prune_command", "show_command"]
 
-_STATE_ORDER = ("running", "queued", "done", "cancelled", "superseded", "failed")
+_STATE_ORDER = (
+    "running",
+    "steering",
+    "queued",
+    "done",
+    "steered",
+    "cancelled",
+    "superseded",
+    "failed",
+)
+_STEERING_EVENTS = frozenset({"steered", "steer_fallback"})
+"""The event log's steering events, shown with their message (issue 24)."""
 
 
 class _Refused(Exception):
@@ -105,15 +117,29 @@ def _show(args: argparse.Namespace) -> int:
             assert record is not None  # just resolved, and we hold no lock: it may be pruned
             messages = store.messages(record.id)
             states = _count_states(messages)
+            steering = _steering_events(store, record.id)
     except _Refused as exc:
         return _fail(str(exc))
     if args.json:
         document = _conversation_json(record, states)
-        document["messages"] = [_message_json(message) for message in messages]
+        document["messages"] = [
+            {**_message_json(message), "steering": steering.get(message.seq, [])}
+            for message in messages
+        ]
         _print_json(document)
         return EXIT_OK
-    _print_transcript(record, messages, states)
+    _print_transcript(record, messages, states, steering)
     return EXIT_OK
+
+
+def _steering_events(store: QueueStore, conversation_id: str) -> dict[int, list[dict[str, Any]]]:
+    """The ``steered`` and ``steer_fallback`` events of the log, by message, oldest first."""
+    found: dict[int, list[dict[str, Any]]] = {}
+    for entry in store.events(conversation_id):
+        if entry.kind in _STEERING_EVENTS and entry.seq is not None:
+            data = entry.data if isinstance(entry.data, dict) else {}
+            found.setdefault(entry.seq, []).append({"event": entry.kind, "ts": entry.ts, **data})
+    return found
 
 
 def _prune(args: argparse.Namespace) -> int:
@@ -265,7 +291,10 @@ def _print_json(value: dict[str, Any]) -> None:
 
 
 def _print_transcript(
-    record: ConversationRecord, messages: list[StoredMessage], states: dict[str, int]
+    record: ConversationRecord,
+    messages: list[StoredMessage],
+    states: dict[str, int],
+    steering: dict[int, list[dict[str, Any]]],
 ) -> None:
     out = sys.stdout
     out.write(f"conversation {record.id}\n")
@@ -280,6 +309,10 @@ def _print_transcript(
         out.write(f"\n#{message.seq} {_outcome_text(message)}\n")
         for line in _prompt_text(message.content).splitlines() or [""]:
             out.write(f"> {line}\n")
+        for event in steering.get(message.seq, []):
+            out.write(f"{_steering_text(event)}\n")
+        if message.state is MessageState.STEERED:
+            continue  # its reply is the reply of the turn it joined
         if message.reply:
             out.write(message.reply if message.reply.endswith("\n") else message.reply + "\n")
         elif message.reply is None and message.is_final:
@@ -288,6 +321,12 @@ def _print_transcript(
             out.write(f"[reply cut at {REPLY_LIMIT_BYTES // (1 << 20)} MiB]\n")
         if not message.usage.is_empty:
             out.write(f"  usage: {message.usage.summary()}\n")
+
+
+def _steering_text(event: dict[str, Any]) -> str:
+    if event["event"] == "steered":
+        return f"[steered into #{event.get('into')} ({event.get('outcome', 'taken')})]"
+    return f"[not steered, queued first: {event.get('reason')}]"
 
 
 def _outcome_text(message: StoredMessage) -> str:

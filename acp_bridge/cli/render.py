@@ -105,6 +105,10 @@ class EventPrinter:
             error = event.get("error") or {}
             message = error.get("message") if isinstance(error, dict) else error
             self._note(f"message {event['seq']} failed ({recoverable}): {message}")
+        elif kind == "steered":
+            self._note(f"message {event['seq']} joined the turn of message {event.get('into')}")
+        elif kind == "steer_fallback":
+            self._note(f"message {event['seq']} queued first, not steered ({event.get('reason')})")
         elif kind == "agent_exited":
             self._note(f"agent {self.agent} ended: {event.get('reason')}")
         elif kind == "agent_restarted":

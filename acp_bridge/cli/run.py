@@ -373,10 +373,10 @@ class _StoringSender:
         self._conversation = conversation
         self._count = 0
 
-    async def __call__(self, text: str) -> int:
+    async def __call__(self, text: str, *, steer: bool = False) -> int:
         self._count += 1
         try:
-            return await self._conversation.send(text)
+            return await self._conversation.send(text, steer=steer)
         except QueueStoreError as exc:
             preview = text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
             raise QueueStoreError(
@@ -385,6 +385,8 @@ class _StoringSender:
             ) from exc
 
 
+_DELIVERED: Final = frozenset({MessageState.DONE, MessageState.STEERED})
+"""A message ended well: its own turn done, or steered into a turn (``steer: `` lines)."""
 _PREVIEW: Final = 40
 """How much of a message that could not be stored is quoted."""
 
@@ -406,7 +408,7 @@ async def _exit_code(store: QueueStore, conversation_id: str, judged: set[int]) 
     failed after a crash of the bridge, cancelled by a deadline, or still queued)."""
     stored = await anyio.to_thread.run_sync(lambda: store.messages(conversation_id))
     for message in stored:
-        if message.seq in judged and message.state is not MessageState.DONE:
+        if message.seq in judged and message.state not in _DELIVERED:
             return EXIT_TURN_FAILED
     return EXIT_OK
 

@@ -1,34 +1,42 @@
 """Messages for ``acp-bridge run`` from stdin lines and ``-m`` values: UTF-8 text of at most
-``--max-message-bytes``, checked before anything is stored."""
+``--max-message-bytes``, checked before anything is stored. A stdin line that starts with
+``steer: `` is a steer: its text joins the running turn where the agent takes it (see
+``Conversation.send(steer=True)``)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, Protocol
 
 import anyio
 
 from acp_bridge.rpc.fdstream import FdReceiveStream
 from acp_bridge.rpc.splitter import TOO_LONG, LineSplitter, TooLong
 
-__all__ = ["STDIN_READ_BYTES", "check_messages", "read_stdin"]
+__all__ = ["STDIN_READ_BYTES", "STEER_PREFIX", "Sender", "check_messages", "read_stdin"]
 
 STDIN_READ_BYTES: Final = 65536
 """One read of stdin: the line splitter buffers at most --max-message-bytes plus this."""
+STEER_PREFIX: Final = "steer: "
+"""A stdin line starting with this is a steer (the prefix is not sent)."""
 
 
-async def read_stdin(
-    send: Callable[[str], Awaitable[int]], judged: set[int], max_bytes: int
-) -> int:
+class Sender(Protocol):
+    """Stores and queues one message (or steers it); returns its seq."""
+
+    async def __call__(self, text: str, *, steer: bool = False) -> int: ...
+
+
+async def read_stdin(send: Sender, judged: set[int], max_bytes: int) -> int:
     """Send each non-blank stdin line as a message; returns how many lines were refused.
 
     stdin is read as bytes, without a thread (a signal's stop cancels the read at once, even
     with stdin open and idle). A message is UTF-8 text of at most ``max_bytes`` bytes: a line
     that is not valid UTF-8, or longer, is refused with one line on stderr naming its number,
-    is not stored, and the next lines go on. At most ``max_bytes`` plus one read is buffered.
+    is not stored, and the next lines go on. A line starting with :data:`STEER_PREFIX` is
+    sent as a steer. At most ``max_bytes`` plus one read is buffered.
     On a terminal, a line on stderr first says so (the screen would stay blank otherwise).
     """
     if os.isatty(0):
@@ -51,6 +59,8 @@ async def read_stdin(
                 text = _stdin_message(number, line, max_bytes)
                 if text is None:
                     refused += 1
+                elif text.startswith(STEER_PREFIX) and text[len(STEER_PREFIX) :].strip():
+                    judged.add(await send(text[len(STEER_PREFIX) :], steer=True))
                 elif text.strip():
                     judged.add(await send(text))
             if not chunk:

@@ -22,6 +22,15 @@ Commits. Store calls go through a :class:`~.group_commit.GroupCommit` (a turn's 
 next start can share one commit: see :mod:`.turns`). A send's commit and its queue step are one
 step (under the conversation's lock), so a turn's end never falls between them.
 
+Steering. ``send(content, steer=True)`` asks for the message to join the running turn, through
+the agent's steering method, instead of waiting for the turn to end (issue 24). The message is
+committed first (``steering``, or ``queued`` at the head when it cannot be steered now); the
+machine decides, :mod:`.steers` performs the call and commits its end: ``steered`` (final, with
+the seq of the turn it joined) or ``steer_fallback`` (queued at the head, with the reason), each
+an event of its own. Never both, never twice: a steer whose answer never came (the bridge or the
+agent died, or it timed out) ends failed, recoverable, "steer unconfirmed", and is never sent
+again unless retried.
+
 Stopping. :meth:`Conversation.shutdown` (run when :func:`open_conversation` exits, however it
 exits) closes the queue, cancels the running turn, and waits, at most :attr:`stop_bound_s`, for
 the turn to close and its final state (``cancelled``) to be committed and published. Only then
@@ -66,9 +75,12 @@ from acp_bridge.conversation.queue_model import (
     MessageFinal,
     ReviveAgent,
     StartTurn,
+    SteerFallback,
+    SteerTurn,
 )
-from acp_bridge.conversation.queue_states import MessageRecord
+from acp_bridge.conversation.queue_states import MessageRecord, MessageState
 from acp_bridge.conversation.records import ConversationRecord
+from acp_bridge.conversation.steers import SteerRunner
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.turn_events import TurnEvents
@@ -145,18 +157,41 @@ class Conversation:
             clock=clock,
         )
         self._turns = TurnRunner(self, self._driver, boundaries, self._turn_events, task_group)
+        self._steers = SteerRunner(
+            self,
+            session,
+            store,
+            self._commits,
+            record.id,
+            tasks=self._turns.tasks,
+            task_group=task_group,
+            prompts=self._turns.prompts,
+            emit=self.emit,
+            clock=clock,
+        )
         self._hurry = False
         self._closing_wait: anyio.CancelScope | None = None
 
     # -- the caller's operations ----------------------------------------------------------
 
-    async def send(self, content: Any, *, interrupt: bool = False) -> int:
+    async def send(self, content: Any, *, interrupt: bool = False, steer: bool = False) -> int:
         """Persist a message (committed before this returns) and queue it; returns its seq.
 
         With ``interrupt`` the running turn is cancelled (its message ends superseded) and this
         message goes next.
+
+        With ``steer`` the message joins the running turn, through the agent's steering method,
+        when the agent advertises one and a turn runs: the event ``steered`` says it did (the
+        message ends ``steered``). Otherwise, or when the agent answers ``failed`` or
+        ``promptRequired``, it goes to the head of the queue, a normal message, and the event
+        ``steer_fallback`` says why. The steering call goes out after this returns; it is never
+        both steered and prompted, nor sent twice.
         """
+        if interrupt and steer:
+            raise ValueError("send() takes interrupt or steer, not both")
         blocks = to_blocks(content)
+        if steer:
+            return await self._steer(blocks)
         # The commit and the queue step are one step of the conversation (under its lock): a
         # turn's end cannot fall between them. (Committing outside the lock let a turn that
         # failed and halted the queue, e.g. on an auth error, be followed by the queue step of a
@@ -180,6 +215,44 @@ class Conversation:
                 await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
                 await self._perform(self._machine.send(record.seq, interrupt=interrupt))
         return record.seq
+
+    async def _steer(self, blocks: list[dict[str, Any]]) -> int:
+        async with self._acting:  # one step, as for a send: see send()
+            if self._machine.is_closed:
+                raise ResourceClosedError(f"{self.id}: send() after the conversation was closed")
+            unavailable = self._steers.unavailable()
+            joinable = (unavailable or self._machine.steer_unavailable()) is None
+            behind = () if joinable else self._machine.fallback_behind()
+            record = await self._db(
+                self._store.add_message,
+                self.id,
+                blocks,
+                next=True,
+                unpause=True,
+                steering=joinable,
+                behind=behind,
+                now=self._clock(),
+            )
+            with anyio.CancelScope(shield=True):  # committed: see send()
+                self._turns.prompts[record.seq] = blocks
+                await self.emit("queued", {"seq": record.seq, "interrupt": False, "steer": True})
+                actions = self._machine.steer(record.seq, unavailable=unavailable)
+                first = actions[0]
+                # What was committed is what the machine decided (one step, under the lock).
+                assert isinstance(first, SteerTurn) == joinable, actions
+                if isinstance(first, SteerFallback):
+                    assert first.behind == behind, actions
+                await self._perform(actions)
+        return record.seq
+
+    @property
+    def steer_timeout_s(self) -> float:
+        """How long a steer's answer is awaited before it counts as unconfirmed."""
+        return self._steers.timeout_s
+
+    @steer_timeout_s.setter
+    def steer_timeout_s(self, value: float) -> None:
+        self._steers.timeout_s = value
 
     async def stop(self) -> None:
         """Cancel the running turn (it ends cancelled) and pause the queue until
@@ -364,6 +437,12 @@ class Conversation:
                 self._turns.cancel(action.reason)
             elif isinstance(action, ReviveAgent):
                 await self.agent.revive()
+            elif isinstance(action, SteerTurn):
+                self._steers.begin(action)
+            elif isinstance(action, SteerFallback):
+                await self._steers.fell_back(action)
+            elif isinstance(action, MessageFinal) and action.state is MessageState.STEERED:
+                await self._steers.steered(action)
             elif isinstance(action, MessageFinal):
                 after = actions[index] if index < len(actions) else None
                 if isinstance(after, StartTurn) and self._turns.can_start_at_once(after):

@@ -51,9 +51,30 @@ resume, retry); the next StartTurn then follows one :class:`ReviveAgent`. If tha
 driver reports ``agent_gone()`` again and the loop stops again: no spin. A turn in flight still
 ends by ``turn_ended`` (its request fails when the connection closes): reported exactly once.
 
+*Steering.* :meth:`QueueMachine.steer` is a send that asks to join the running turn instead
+of waiting for it. The driver first asks :meth:`QueueMachine.steer_unavailable` (under the same
+step), commits the message STEERING (the turn can be joined) or QUEUED at the head (it cannot),
+then calls ``steer``: a :class:`SteerTurn` (call the agent's steering method) or a
+:class:`SteerFallback` (the caller is told why). The agent's answer comes back through
+``steer_answered``: taken (``injected``, or any outcome we do not know) makes the message
+STEERED, its own final state, with the seq of the turn it joined; refused (``failed``,
+``promptRequired``, an error answer) puts it at the head of the queue, a normal message, with a
+SteerFallback. A fallen-back steer goes behind the steers that fell back before it and have not
+started (:meth:`QueueMachine.fallback_behind`), so steers keep their order; a refusal does not
+un-pause a queue stopped since the steer was sent. A steer can only join a RUNNING turn: when
+none runs, the turn is being cancelled (its grace window), the agent is restarting or
+advertises no steering, or another steer's answer is awaited, it goes to the head at once.
+While a steer's answer is awaited no turn starts (a steer refused because the turn just ended
+is prompted next, ahead of what was queued), so a steer racing the turn's end is prompted once
+or steered once, never both. An answer that never comes (``steer_unconfirmed``: a timeout, the
+agent died) ends it FAILED, recoverable, with :data:`STEER_UNCONFIRMED_ERROR`: the agent may
+have taken it, so it is never sent again unless the user retries it.
+
 *Bridge crash.* :meth:`QueueMachine.restore` rebuilds from stored records; one stored RUNNING
 was in flight when the bridge died: it becomes FAILED, recoverable, and the queue goes on with
-the oldest message never prompted. There is no cursor to lose: the queue *is* the QUEUED
+the oldest message never prompted. A stored STEERING message (the bridge died between the
+commit and the agent's answer) ends FAILED, recoverable, :data:`STEER_UNCONFIRMED_ERROR`: never
+sent twice. There is no cursor to lose: the queue *is* the QUEUED
 messages, so history is never replayed and an empty queue prompts nothing.
 """
 
@@ -68,6 +89,7 @@ from acp_bridge.conversation.queue_model import (
     GATE_TRANSITIONS,
     MESSAGE_TRANSITIONS,
     SLOT_TRANSITIONS,
+    STEER_UNCONFIRMED_ERROR,
     Action,
     AgentLost,
     CancelReason,
@@ -77,6 +99,7 @@ from acp_bridge.conversation.queue_model import (
     Failed,
     Halted,
     Idle,
+    IdleReason,
     MessageFinal,
     Outcome,
     RetryRequested,
@@ -86,6 +109,12 @@ from acp_bridge.conversation.queue_model import (
     StartDecided,
     StartTurn,
     StartWithdrawn,
+    SteerFallback,
+    SteerFallbackReason,
+    SteerRefused,
+    SteerTaken,
+    SteerTurn,
+    SteerUnconfirmed,
     StopRequested,
     TurnEnded,
     TurnFailed,
@@ -117,6 +146,14 @@ class QueueMachine(QueueViews):
     after :meth:`close` raise ResourceClosedError.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._steering: tuple[int, int] | None = None
+        """The steer whose answer is awaited: (its seq, the seq of the turn it aims at)."""
+        self._fell_back: set[int] = set()
+        """Steers that went to the head of the queue and have not started yet: a later one
+        goes behind them (:meth:`fallback_behind`), so steers keep their order."""
+
     @classmethod
     def restore(
         cls, records: Iterable[MessageRecord], *, paused: bool = False
@@ -132,6 +169,7 @@ class QueueMachine(QueueViews):
         if paused:
             machine._gate = GateState.PAUSED
         cut: list[int] = []
+        unconfirmed: list[int] = []
         for stored in records:
             if stored.seq in machine._messages:
                 raise ValueError(f"two stored messages have seq {stored.seq}")
@@ -141,11 +179,15 @@ class QueueMachine(QueueViews):
                 machine._queue.append(stored.seq)
             elif stored.state is MessageState.RUNNING:
                 cut.append(stored.seq)
+            elif stored.state is MessageState.STEERING:
+                unconfirmed.append(stored.seq)
         machine._idle = None  # report where the restored queue stands
         actions: list[Action] = []
         crashed = TurnFailed(BRIDGE_STOPPED_ERROR["message"], recoverable=True)
         for seq in cut:
             actions += machine._finish(seq, crashed)
+        for seq in unconfirmed:
+            actions += machine._unconfirmed(seq)
         return machine, actions + machine.pump()
 
     # -- user operations --------------------------------------------------------------------
@@ -174,6 +216,87 @@ class QueueMachine(QueueViews):
             self._queue.append(seq)
         self._request_work()
         return actions + self.pump()
+
+    def fallback_behind(self) -> tuple[int, ...]:
+        """The steers a steer falling back now goes behind: those at the head of the queue that
+        fell back before it (first the oldest). Changes nothing."""
+        behind: list[int] = []
+        for seq in self._queue:
+            if seq not in self._fell_back:
+                break
+            behind.append(seq)
+        return tuple(behind)
+
+    def steer_unavailable(self) -> SteerFallbackReason | None:
+        """Why a steer sent now could not join a turn (None: it can). Changes nothing."""
+        if self._steering is not None:
+            return "steer_in_flight"  # one at a time: steers reach the agent in order
+        if self._slot is SlotState.CANCELLING:
+            return "cancelling"
+        if self._slot is not SlotState.RUNNING:
+            return "no_running_turn"
+        return None
+
+    def steer(self, seq: int, *, unavailable: SteerFallbackReason | None = None) -> list[Action]:
+        """Message ``seq`` (already persisted) asks to join the running turn.
+
+        ``unavailable``: why the driver knows it cannot (the agent advertises no steering, or
+        is restarting). Otherwise :meth:`steer_unavailable` decides. Joinable: the message is
+        STEERING and a :class:`SteerTurn` is returned. Not: it is QUEUED at the head of the
+        queue (un-pausing like a send) and a :class:`SteerFallback` says why.
+
+        Raises:
+            ResourceClosedError: after :meth:`close`.
+            ValueError: ``seq`` is not an int above every seq seen so far.
+        """
+        self._check_open("send")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < self.next_seq:
+            raise ValueError(f"steer needs a new seq >= {self.next_seq}, not {seq!r}")
+        reason = unavailable or self.steer_unavailable()
+        self._generation += 1
+        self._last_seq = seq
+        if reason is not None:
+            self._messages[seq] = MessageRecord(seq, MessageState.QUEUED)
+            behind = self._fall_back(seq)
+            self._request_work()  # a send: it un-pauses
+            return [SteerFallback(seq, reason, requeue=False, behind=behind), *self.pump()]
+        into = self.running
+        assert into is not None  # the slot is RUNNING
+        self._messages[seq] = MessageRecord(seq, MessageState.STEERING)
+        self._steering = (seq, into)
+        return [SteerTurn(seq, into)]
+
+    def steer_answered(
+        self, seq: int, *, taken: bool, reason: SteerFallbackReason = "failed"
+    ) -> list[Action]:
+        """The agent answered steer ``seq``: ``taken`` (it is STEERED, final), or not (it goes
+        to the head of the queue, ``reason`` saying why).
+
+        Raises:
+            LocalProtocolError: ``seq`` is not the steer awaiting its answer.
+        """
+        into = self._take_steer(seq)
+        record = self._messages[seq]
+        if taken:
+            state = next_state(MESSAGE_TRANSITIONS, record.state, SteerTaken(seq))
+            self._messages[seq] = dataclasses.replace(record, state=state)
+            final = MessageFinal(seq, record.attempt, state, steered_into=into)
+            return [final, *self.pump()]
+        state = next_state(MESSAGE_TRANSITIONS, record.state, SteerRefused(seq))
+        self._messages[seq] = dataclasses.replace(record, state=state)
+        # No work requested: a stop or close since the steer was sent still holds.
+        behind = self._fall_back(seq)
+        return [SteerFallback(seq, reason, requeue=True, behind=behind), *self.pump()]
+
+    def steer_unconfirmed(self, seq: int) -> list[Action]:
+        """No answer to steer ``seq`` will come (a timeout, the agent died): it may have been
+        taken, so it ends FAILED, recoverable, and is never sent again by itself.
+
+        Raises:
+            LocalProtocolError: ``seq`` is not the steer awaiting its answer.
+        """
+        self._take_steer(seq)
+        return self._unconfirmed(seq) + self.pump()
 
     def stop(self) -> list[Action]:
         """Cancel the current turn (it ends CANCELLED) and pause: nothing more is prompted
@@ -274,6 +397,7 @@ class QueueMachine(QueueViews):
         actions: list[Action] = []
         if (
             self._slot is SlotState.IDLE
+            and self._steering is None  # held: a refused steer goes first
             and self._gate is GateState.OPEN
             and self._agent is not AgentState.GONE
             and self._queue
@@ -282,6 +406,7 @@ class QueueMachine(QueueViews):
                 self._agent = next_state(AGENT_TRANSITIONS, self._agent, ReviveDecided())
                 actions.append(ReviveAgent(self._generation))
             seq = self._queue.popleft()
+            self._fell_back.discard(seq)
             self._slot = next_state(SLOT_TRANSITIONS, self._slot, StartDecided(seq))
             turn = TurnInSlot(seq, self._messages[seq].attempt, self._generation)
             self._turn = turn
@@ -295,6 +420,35 @@ class QueueMachine(QueueViews):
     next_action = pump
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _take_steer(self, seq: int) -> int:
+        steering = self._steering
+        if steering is None or steering[0] != seq:
+            raise LocalProtocolError(
+                f"an answer to steer {seq} but the steer awaited is {steering}"
+            )
+        self._steering = None
+        return steering[1]
+
+    def _fall_back(self, seq: int) -> tuple[int, ...]:
+        behind = self.fallback_behind()
+        self._queue.insert(len(behind), seq)
+        self._fell_back.add(seq)
+        return behind
+
+    def _unconfirmed(self, seq: int) -> list[Action]:
+        record = self._messages[seq]
+        state = next_state(MESSAGE_TRANSITIONS, record.state, SteerUnconfirmed(seq))
+        failed = dataclasses.replace(
+            record, state=state, error=STEER_UNCONFIRMED_ERROR, recoverable=True
+        )
+        self._messages[seq] = failed
+        return [MessageFinal(seq, failed.attempt, state, None, STEER_UNCONFIRMED_ERROR, True)]
+
+    def _idle_reason(self) -> IdleReason | None:
+        if self._steering is not None:
+            return None  # a steer's answer is awaited: it may still become a turn
+        return super()._idle_reason()
 
     def _check_open(self, operation: str) -> None:
         if self._gate is GateState.CLOSED:
@@ -343,4 +497,3 @@ class QueueMachine(QueueViews):
         return [
             MessageFinal(seq, new.attempt, new.state, new.stop_reason, new.error, new.recoverable)
         ]
-

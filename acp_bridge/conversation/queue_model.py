@@ -4,7 +4,8 @@
 holds the tables. A conversation is four small machines, each with its own table (the way h11
 keeps one table per role), joined by one rule in :class:`~.queue.QueueMachine`:
 
-* each *message* goes QUEUED -> RUNNING -> one final state (:data:`MESSAGE_TRANSITIONS`);
+* each *message* goes QUEUED -> RUNNING -> one final state, or, sent as a steer, STEERING ->
+  STEERED (or back to QUEUED when the agent did not take it) (:data:`MESSAGE_TRANSITIONS`);
 * the *turn slot* holds at most one turn, IDLE -> STARTING -> RUNNING -> CANCELLING -> IDLE
   (:data:`SLOT_TRANSITIONS`);
 * the *gate* says whether the user lets turns start: OPEN, PAUSED or CLOSED
@@ -37,6 +38,7 @@ __all__ = [
     "GATE_TRANSITIONS",
     "MESSAGE_TRANSITIONS",
     "SLOT_TRANSITIONS",
+    "STEER_UNCONFIRMED_ERROR",
     "TIMEOUT_ERROR",
     "Action",
     "AgentLost",
@@ -59,6 +61,12 @@ __all__ = [
     "StartDecided",
     "StartTurn",
     "StartWithdrawn",
+    "SteerFallback",
+    "SteerFallbackReason",
+    "SteerRefused",
+    "SteerTaken",
+    "SteerTurn",
+    "SteerUnconfirmed",
     "StopRequested",
     "TurnCompleted",
     "TurnEnded",
@@ -78,6 +86,25 @@ BRIDGE_STOPPED_ERROR: Final[Mapping[str, str]] = {
 }
 """The error of a message that was running when the bridge process itself died (a crash: a
 clean stop records the message cancelled instead). Stored as is; the machine uses its message."""
+
+STEER_UNCONFIRMED_ERROR = "steer unconfirmed"
+"""The error of a steered message whose answer never came (the bridge died, the agent died,
+or the answer timed out): the agent may have taken it, so it is never sent again by itself
+(failed, recoverable: the user may retry it, as a prompt of its own)."""
+
+SteerFallbackReason = Literal[
+    "unsupported",
+    "agent_restarting",
+    "no_running_turn",
+    "cancelling",
+    "steer_in_flight",
+    "failed",
+    "promptRequired",
+]
+"""Why a steer went to the queue's head instead: the agent advertises no steering, it is
+(re)starting, no turn runs, the running turn is being cancelled (the grace window), another
+steer's answer is awaited, or the agent answered ``failed`` / ``promptRequired`` (or an
+error)."""
 
 CancelReason = Literal["interrupt", "stop", "close", "timeout"]
 """Who asked for a cancel: a send with interrupt, stop(), close(), or the driver's turn deadline."""
@@ -179,6 +206,27 @@ class TurnEnded(Event):
     outcome: Outcome
 
 
+@record
+class SteerTaken(Event):
+    """The agent took the steer (``injected``, or any outcome we do not know)."""
+
+    seq: int
+
+
+@record
+class SteerRefused(Event):
+    """The agent did not take the steer (``failed``, ``promptRequired``, an error answer)."""
+
+    seq: int
+
+
+@record
+class SteerUnconfirmed(Event):
+    """No answer to the steer will come: it may or may not have been taken."""
+
+    seq: int
+
+
 # Verdicts: how a message's turn counts, decided from the outcome and who asked for a cancel.
 @record
 class TurnCompleted(Event):
@@ -250,6 +298,29 @@ class MessageFinal:
     stop_reason: str | None = None
     error: str | None = None
     recoverable: bool | None = None
+    steered_into: int | None = None
+    """For STEERED: the seq of the turn the message joined."""
+
+
+@record
+class SteerTurn:
+    """Call the agent's steering method with message ``seq`` (STEERING, committed), aimed at
+    the running turn of ``into``; report the answer with ``steer_answered``."""
+
+    seq: int
+    into: int
+
+
+@record
+class SteerFallback:
+    """Steer ``seq`` went to the head of the queue, a normal QUEUED message, for ``reason``:
+    persist that (``requeue``: it was stored STEERING) and tell the caller."""
+
+    seq: int
+    reason: SteerFallbackReason
+    requeue: bool
+    behind: tuple[int, ...] = ()
+    """The steers at the head of the queue it goes behind (they fell back before it)."""
 
 
 @record
@@ -260,7 +331,7 @@ class Idle:
     reason: IdleReason
 
 
-Action = StartTurn | CancelTurn | ReviveAgent | MessageFinal | Idle
+Action = StartTurn | CancelTurn | ReviveAgent | MessageFinal | Idle | SteerTurn | SteerFallback
 
 
 # -- transition tables: (state, event type) -> state ------------------------------------------
@@ -280,6 +351,10 @@ MESSAGE_TRANSITIONS: Mapping[tuple[MessageState, type[Event]], MessageState] = {
     (MessageState.CANCELLED, RetryRequested): _Q,
     (MessageState.SUPERSEDED, RetryRequested): _Q,
     (MessageState.FAILED, RetryRequested): _Q,
+    # A steer: committed STEERING before the call goes out; the agent's answer decides.
+    (MessageState.STEERING, SteerTaken): MessageState.STEERED,
+    (MessageState.STEERING, SteerRefused): _Q,  # to the head of the queue
+    (MessageState.STEERING, SteerUnconfirmed): MessageState.FAILED,  # never sent again
 }
 
 _IDLE, _STARTING = SlotState.IDLE, SlotState.STARTING

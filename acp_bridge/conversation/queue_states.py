@@ -25,15 +25,21 @@ __all__ = [
 
 
 class MessageState(enum.StrEnum):
-    """Where a message is: waiting, being prompted, or one of the four final states. The
-    values are what the store keeps."""
+    """Where a message is: waiting, being prompted, being steered into the running turn, or
+    one of the five final states. The values are what the store keeps.
+
+    STEERING: the message was committed and the agent's steering method was (or is about to
+    be) called with it; STEERED: the agent took it into a running turn (its final state: it is
+    never prompted by itself). See :mod:`.queue` ("Steering")."""
 
     QUEUED = "queued"
     RUNNING = "running"
+    STEERING = "steering"
     DONE = "done"
     CANCELLED = "cancelled"
     SUPERSEDED = "superseded"
     FAILED = "failed"
+    STEERED = "steered"
 
     @property
     def is_final(self) -> bool:
@@ -41,9 +47,16 @@ class MessageState(enum.StrEnum):
 
 
 FINAL_STATES = frozenset(
-    {MessageState.DONE, MessageState.CANCELLED, MessageState.SUPERSEDED, MessageState.FAILED}
+    {
+        MessageState.DONE,
+        MessageState.CANCELLED,
+        MessageState.SUPERSEDED,
+        MessageState.FAILED,
+        MessageState.STEERED,
+    }
 )
-RETRYABLE_STATES = FINAL_STATES - {MessageState.DONE}
+RETRYABLE_STATES = FINAL_STATES - {MessageState.DONE, MessageState.STEERED}
+"""A delivered message (DONE, or STEERED into a turn) is never sent again, even when asked."""
 
 
 class SlotState(enum.Enum):

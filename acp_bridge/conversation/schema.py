@@ -27,6 +27,13 @@ History:
    ``messages.reply_truncated``, ``messages.usage`` (JSON, what its attempts spent) and
    ``conversations.usage`` (JSON, the conversation's totals and its cost meter). Older rows
    read as "no reply recorded, nothing spent".
+4. Steering (issue 24): the message states ``steering`` (committed, the agent's steering method
+   called) and ``steered`` (taken into a running turn: final), and ``messages.steered_into`` (the
+   seq of the turn a steered message joined; NULL otherwise). SQLite cannot alter a CHECK
+   constraint, and rebuilding ``messages`` would need foreign keys off outside the migration's
+   transaction, so the step widens the state CHECK in the stored schema text (SQLite's documented
+   procedure for a change that leaves every stored row valid: ``writable_schema``, then a new
+   ``schema_version``); see :func:`_allow_steering_states`. Existing rows are unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import urllib.parse
+from collections.abc import Callable
 from typing import Final
 
 from acp_bridge.errors import QueueStoreError
@@ -55,13 +63,18 @@ __all__ = [
 APPLICATION_ID: Final = 0x41435042
 
 
+Step = str | Callable[[sqlite3.Connection], None]
+"""A statement, or a function run on the connection inside the migration's transaction (for a
+step one statement cannot say)."""
+
+
 @record(slots=False)
 class Migration:
     """One schema step: the statements that take the file from ``version - 1`` to ``version``."""
 
     version: int
     summary: str
-    statements: tuple[str, ...]
+    statements: tuple[Step, ...]
 
 
 _V1 = Migration(
@@ -139,7 +152,47 @@ _V3 = Migration(
     ),
 )
 
-MIGRATIONS: Final[tuple[Migration, ...]] = (_V1, _V2, _V3)
+_STATES_BEFORE_STEERING: Final = "'superseded', 'failed')"
+_STATES_WITH_STEERING: Final = "'superseded', 'failed', 'steering', 'steered')"
+
+
+def _allow_steering_states(conn: sqlite3.Connection) -> None:
+    """Widen ``messages.state``'s CHECK to the steering states, in the stored schema text.
+
+    Every stored row stays valid (the list only grows), which is the case SQLite documents for
+    editing ``sqlite_schema`` under ``writable_schema``; the new ``schema_version`` makes every
+    connection, this one included, read the schema again.
+    """
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'messages'"
+    ).fetchone()
+    sql = str(row[0]) if row is not None else ""
+    if _STATES_BEFORE_STEERING not in sql:
+        return  # no CHECK on the states (a store made by hand, say): every state is allowed
+    if sql.count(_STATES_BEFORE_STEERING) != 1:
+        raise sqlite3.DatabaseError("messages.state's CHECK is not the one schema version 1 made")
+    version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    conn.execute("PRAGMA writable_schema = ON")
+    try:
+        conn.execute(
+            "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'messages'",
+            (sql.replace(_STATES_BEFORE_STEERING, _STATES_WITH_STEERING),),
+        )
+        conn.execute(f"PRAGMA schema_version = {version + 1}")  # our own integer
+    finally:
+        conn.execute("PRAGMA writable_schema = OFF")
+
+
+_V4 = Migration(
+    4,
+    "steering: the message states steering and steered, and the turn a steered message joined",
+    (
+        _allow_steering_states,
+        "ALTER TABLE messages ADD COLUMN steered_into INTEGER",
+    ),
+)
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (_V1, _V2, _V3, _V4)
 LATEST_VERSION: Final = len(MIGRATIONS)
 
 
@@ -286,7 +339,10 @@ def migrate(
         current = _check_ownership(conn, path, latest)
         for migration in migrations[current:]:
             for statement in migration.statements:
-                conn.execute(statement)
+                if isinstance(statement, str):
+                    conn.execute(statement)
+                else:
+                    statement(conn)
             # PRAGMA takes no parameters; the version is our own integer.
             conn.execute(f"PRAGMA user_version = {int(migration.version)}")
         conn.execute("COMMIT")

@@ -321,11 +321,19 @@ class QueueStore:
         *,
         next: bool = False,
         unpause: bool = False,
+        steering: bool = False,
+        behind: Sequence[int] = (),
         now: float,
     ) -> StoredMessage:
         """Queue a message, committed on return (:meth:`.QueueWrites.add_message`)."""
         return self._writes.add_message(
-            conversation_id, content, next=next, unpause=unpause, now=now
+            conversation_id,
+            content,
+            next=next,
+            unpause=unpause,
+            steering=steering,
+            behind=behind,
+            now=now,
         )
 
     def mark_running(
@@ -352,9 +360,10 @@ class QueueStore:
         log: Sequence[LogEntry] = (),
         event: tuple[str, Any] | None = None,
         turn: FinishedTurn | None = None,
+        steered_into: int | None = None,
     ) -> bool:
-        """Move a queued or running message to its final ``state``, once; False when it already
-        was final (:meth:`.QueueWrites.finish`)."""
+        """Move a queued, running or steering message to its final ``state``, once; False when
+        it already was final (:meth:`.QueueWrites.finish`)."""
         return self._writes.finish(
             conversation_id,
             seq,
@@ -366,6 +375,7 @@ class QueueStore:
             log=log,
             event=event,
             turn=turn,
+            steered_into=steered_into,
         )
 
     def requeue(
@@ -373,6 +383,21 @@ class QueueStore:
     ) -> bool:
         """Queue a cancelled, superseded or failed message again (:meth:`.QueueWrites.requeue`)."""
         return self._writes.requeue(conversation_id, seq, next=next, now=now, unpause=unpause)
+
+    def steer_refused(
+        self,
+        conversation_id: str,
+        seq: int,
+        *,
+        behind: Sequence[int] = (),
+        now: float,
+        event: tuple[str, Any] | None = None,
+    ) -> bool:
+        """A steering message the agent did not take goes to the queue's head
+        (:meth:`.QueueWrites.steer_refused`)."""
+        return self._writes.steer_refused(
+            conversation_id, seq, behind=behind, now=now, event=event
+        )
 
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]:
         """Fail (recoverable) every message left running by a dead bridge; return their seqs

@@ -1,6 +1,6 @@
 """The queue store's changes to the queue: add a message, start it, finish it once, queue it
-again for a retry, and fail what a dead bridge left running. See :mod:`.store` for the whole
-story (the states, the exactly-once guarantee, crash recovery)."""
+again for a retry or after a refused steer, and fail what a dead bridge left running. See
+:mod:`.store` for the whole story (the states, the exactly-once guarantee, crash recovery)."""
 
 from __future__ import annotations
 
@@ -35,25 +35,34 @@ class QueueWrites:
         *,
         next: bool = False,
         unpause: bool = False,
+        steering: bool = False,
+        behind: Sequence[int] = (),
         now: float,
     ) -> StoredMessage:
         """Queue a message (committed on return) and return it.
 
         ``next=True`` puts it ahead of every queued message; ``unpause=True`` also clears the
         conversation's paused flag in the same transaction (a new send after a stop resumes).
+        ``steering=True`` stores it ``steering`` instead of ``queued``: committed before the
+        agent's steering method is called with it (see :meth:`steer_refused`). ``behind``
+        (with ``next=True``): the queued steers it goes behind, kept first, in that order.
         """
         body = dumps(as_list(content))
+        state = MessageState.STEERING if steering else MessageState.QUEUED
         with self._connection.transaction(f"add a message to {conversation_id!r}") as db:
             self._rows.require(db, conversation_id)
             seq: int = db.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?",
                 (conversation_id,),
             ).fetchone()[0]
-            position = queue_position(db, conversation_id, next=next)
+            if next:
+                position = _head_behind(db, conversation_id, behind)
+            else:
+                position = queue_position(db, conversation_id, next=False)
             db.execute(
                 "INSERT INTO messages (conversation_id, seq, position, content, state, created_at)"
-                " VALUES (?, ?, ?, ?, 'queued', ?)",
-                (conversation_id, seq, position, body, now),
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation_id, seq, position, body, state.value, now),
             )
             touch(db, conversation_id, now, unpause=unpause)
         # As the row now reads (the content through JSON, as a read gives it), without reading
@@ -63,7 +72,7 @@ class QueueWrites:
             seq=seq,
             position=position,
             content=loads(body, list),
-            state=MessageState.QUEUED,
+            state=state,
             stop_reason=None,
             error=None,
             recoverable=None,
@@ -121,8 +130,9 @@ class QueueWrites:
         log: Sequence[LogEntry] = (),
         event: tuple[str, Any] | None = None,
         turn: FinishedTurn | None = None,
+        steered_into: int | None = None,
     ) -> bool:
-        """Move a queued or running message to its final ``state``, once.
+        """Move a queued, running or steering message to its final ``state``, once.
 
         ``log`` entries are written in the same transaction whatever happens (a batch of the
         turn's entries); ``event`` (kind, data) only when the state changes, after them.
@@ -152,15 +162,16 @@ class QueueWrites:
             if turn is None:
                 cursor = db.execute(
                     "UPDATE messages SET state = ?, stop_reason = ?, error = ?, recoverable = ?,"
-                    " finished_at = ? WHERE conversation_id = ? AND seq = ?"
-                    " AND state IN ('queued', 'running')",
-                    (*outcome, flag, now, *key),
+                    " finished_at = ?, steered_into = ? WHERE conversation_id = ? AND seq = ?"
+                    " AND state IN ('queued', 'running', 'steering')",
+                    (*outcome, flag, now, steered_into, *key),
                 )
             else:  # its reply with it, in the same statement
                 cursor = db.execute(
                     "UPDATE messages SET state = ?, stop_reason = ?, error = ?, recoverable = ?,"
                     " finished_at = ?, reply = ?, reply_truncated = ?"
-                    " WHERE conversation_id = ? AND seq = ? AND state IN ('queued', 'running')",
+                    " WHERE conversation_id = ? AND seq = ?"
+                    " AND state IN ('queued', 'running', 'steering')",
                     (*outcome, flag, now, turn.reply, int(turn.reply_truncated), *key),
                 )
             if cursor.rowcount == 0:
@@ -196,6 +207,32 @@ class QueueWrites:
                 (queue_position(db, conversation_id, next=next), conversation_id, seq),
             )
             touch(db, conversation_id, now, unpause=unpause)
+            return True
+
+    def steer_refused(
+        self,
+        conversation_id: str,
+        seq: int,
+        *,
+        behind: Sequence[int] = (),
+        now: float,
+        event: tuple[str, Any] | None = None,
+    ) -> bool:
+        """A ``steering`` message the agent did not take: ``queued`` ahead of every queued
+        message but the steers ``behind`` (kept first, in that order), a normal message from
+        now on (``event`` logged with it). The paused flag is left as it is: a stop since the
+        steer was sent holds. False (and nothing changes) when it is not ``steering``."""
+        with self._connection.transaction(f"requeue steer {seq} of {conversation_id!r}") as db:
+            if self._rows.state(db, conversation_id, seq) != MessageState.STEERING:
+                return False
+            db.execute(
+                "UPDATE messages SET state = 'queued', position = ?"
+                " WHERE conversation_id = ? AND seq = ?",
+                (_head_behind(db, conversation_id, behind), conversation_id, seq),
+            )
+            touch(db, conversation_id, now)
+            if event is not None:
+                insert_event(db, conversation_id, event, seq, now)
             return True
 
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]:
@@ -251,3 +288,18 @@ class QueueWrites:
         db.execute(
             "UPDATE conversations SET usage = ? WHERE id = ?", (dumps(totals), conversation_id)
         )
+
+
+def _head_behind(db: sqlite3.Connection, conversation_id: str, behind: Sequence[int]) -> int:
+    """The position of a message joining the queue's head behind the queued ``behind`` (which
+    move to the head first, in that order): every one below every other queued position, so no
+    two queued messages ever share one."""
+    lowest = queue_position(db, conversation_id, next=True) + 1  # the head's, or past the tail
+    first = lowest - len(behind) - 1
+    for offset, seq in enumerate(behind):
+        db.execute(
+            "UPDATE messages SET position = ? WHERE conversation_id = ? AND seq = ?"
+            " AND state = 'queued'",
+            (first + offset, conversation_id, seq),
+        )
+    return first + len(behind)

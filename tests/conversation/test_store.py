@@ -563,7 +563,7 @@ def test_a_version_1_store_is_upgraded_and_goes_on_without_replaying_history(pat
         store.add_message("old", text("new"), next=True, now=6.0)
         assert drain(store, "old") == [6]
     with raw(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION == 4
 
 
 def test_migrations_are_numbered_in_order() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_bridge.cli.owner import lock_path
+from acp_bridge.conversation.schema import LATEST_VERSION
 from acp_bridge.conversation.store import QueueStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -205,7 +206,7 @@ def test_a_store_written_by_the_previous_schema_is_read_as_it_is_and_upgraded_by
                   "--cwd", str(tmp_path), "--", *ECHO)  # fmt: skip
     assert cont.returncode == 0, cont.stderr
     with closing(sqlite3.connect(store)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
     document = json.loads(bridge("show", "--json", "--store", str(store), "old").stdout)
     assert [m["reply"] for m in document["messages"]] == [None, "later"]
 
