@@ -1,0 +1,52 @@
+"""Fixtures of the PostgreSQL tests: one real server per test session (per xdist worker, each in
+its own temporary directory, see :mod:`tests.pg_server`), and a fresh database per test.
+
+Where no PostgreSQL binaries exist (or psycopg is not installed), every test here is skipped
+with one line saying why.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.pg_server import PgServer, no_server_reason, start_server
+
+try:
+    import psycopg
+except ImportError:  # pragma: no cover - the dev extra installs it
+    psycopg = None  # type: ignore[assignment]
+
+
+def _skip_reason() -> str | None:
+    if psycopg is None:
+        return "PostgreSQL tests skipped: psycopg is not installed (pip install -e '.[postgres]')"
+    return no_server_reason()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    reason = _skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """A new, empty database of its own for the test; dropped afterwards (its connections
+    with it)."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield pg_server.url(name)
+    finally:
+        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
