@@ -12,10 +12,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.conversation.stores import AGENT
 from tests.pg_server import PgServer, no_server_reason, start_server
 
 try:
     import psycopg
+
+    from acp_bridge.pgstore.connection import PgConnection
+    from acp_bridge.pgstore.conversations import PgConversations
+    from acp_bridge.pgstore.schema import migrate
 except ImportError:  # pragma: no cover - the dev extra installs it
     psycopg = None  # type: ignore[assignment]
 
@@ -50,3 +55,12 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_server.url(), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[PgConnection]:
+    """A connection to a migrated, empty store holding conversation "c"."""
+    with PgConnection.open(pg_url, owner_tag="test") as conn:
+        migrate(conn)
+        PgConversations(conn).create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
+        yield conn

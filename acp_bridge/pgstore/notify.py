@@ -1,0 +1,146 @@
+"""LISTEN/NOTIFY: how the owner of a conversation learns, within milliseconds and without
+polling, that a message was sent to it through any host, and how a watcher on another host
+learns that the event log grew.
+
+Two channels, the conversation id as the payload:
+
+- :data:`QUEUE_CHANNEL`: a message was added (:meth:`.queue.PgQueue.add_message` notifies in its
+  own transaction, so the notification is delivered when, and only if, the message is
+  committed);
+- :data:`EVENTS_CHANNEL`: events were appended to the conversation's log.
+
+A notification is a hint, never the truth: the tables are. Notifications sent while a listener
+was not connected are lost, so whoever (re)starts listening reads the queue once afterwards
+(``next_queued``), and a listener's failure (its connection lost) is raised to its caller, who
+reconnects and reads again.
+
+:class:`Listener` holds one connection of its own in one worker thread (psycopg is synchronous,
+so this runs the same on asyncio and trio). The thread waits in ``select`` on the connection's
+socket and on a pipe of its own; a notification is read with ``notifies(timeout=0)`` and handed
+to ``on_notify`` on the event loop's thread (``anyio.from_thread``). Stopping writes a byte into
+the pipe, which wakes the thread at once.
+
+Shutdown sequence of :meth:`Listener.run`: cancelled (or failed), it writes the stop byte, then
+waits (shielded, at most :data:`STOP_TIMEOUT_S`) for the thread to close the connection and
+end, then closes the pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import anyio
+import psycopg
+from anyio.abc import TaskStatus
+from psycopg import sql
+
+from acp_bridge.pgstore.connection import Cursor, connect, translate
+from acp_bridge.record import record
+
+__all__ = [
+    "EVENTS_CHANNEL",
+    "QUEUE_CHANNEL",
+    "STOP_TIMEOUT_S",
+    "Listener",
+    "Notification",
+    "notify_queue",
+]
+
+QUEUE_CHANNEL: Final = "acp_bridge_queue"
+EVENTS_CHANNEL: Final = "acp_bridge_events"
+STOP_TIMEOUT_S: Final = 10.0
+"""How long stopping a listener waits for its thread to close its connection."""
+
+
+@record
+class Notification:
+    """``channel`` said something happened to conversation ``conversation_id``."""
+
+    channel: str
+    conversation_id: str
+
+
+def notify_queue(cur: Cursor, conversation_id: str) -> None:
+    """In the caller's transaction: wake the conversation's owner when it commits."""
+    cur.execute("SELECT pg_notify(%s, %s)", (QUEUE_CHANNEL, conversation_id))
+
+
+class Listener:
+    """Listens on ``channels`` of the database at ``url``; calls ``on_notify`` on the event
+    loop's thread for each notification. Start with ``await tg.start(listener.run)``: it
+    returns once the LISTEN is in place (so nothing committed afterwards is missed)."""
+
+    def __init__(
+        self,
+        url: str,
+        on_notify: Callable[[Notification], None],
+        *,
+        channels: Sequence[str] = (QUEUE_CHANNEL,),
+        owner_tag: str = "",
+    ) -> None:
+        self._url = url
+        self._on_notify = on_notify
+        self._channels = tuple(channels)
+        self._owner_tag = owner_tag
+        self._ended = threading.Event()
+        # The one thread of this listener: never a token of the shared worker-thread pool.
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Listen until cancelled.
+
+        Raises:
+            QueueStoreError: the connection could not be opened, or was lost.
+        """
+        wake_r, wake_w = os.pipe()
+        self._ended.clear()
+        try:
+            await anyio.to_thread.run_sync(
+                self._serve, task_status, wake_r, abandon_on_cancel=True, limiter=self._limiter
+            )
+        finally:
+            os.write(wake_w, b"x")
+            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT_S):
+                await anyio.to_thread.run_sync(self._ended.wait)
+            os.close(wake_w)
+            if self._ended.is_set():  # else the thread still selects on it: leave it open
+                os.close(wake_r)
+
+    def _serve(self, task_status: TaskStatus[None], wake_r: int) -> None:
+        """The worker thread: connect, LISTEN, then hand notifications over until woken."""
+        try:
+            conn = connect(self._url, owner_tag=self._owner_tag, purpose="listen")
+            try:
+                try:
+                    for channel in self._channels:
+                        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                except psycopg.Error as exc:
+                    raise translate(exc, self._url, "listen") from exc
+                anyio.from_thread.run_sync(task_status.started)
+                self._pump(conn, wake_r)
+            finally:
+                conn.close()
+        finally:
+            self._ended.set()
+
+    def _pump(self, conn: psycopg.Connection[Any], wake_r: int) -> None:
+        fileno = conn.fileno()
+        while True:
+            try:
+                # timeout=0: what was received (or is readable) now, without waiting.
+                batch = [Notification(n.channel, n.payload) for n in conn.notifies(timeout=0)]
+            except psycopg.Error as exc:
+                raise translate(exc, self._url, "receive notifications") from exc
+            if batch:
+                anyio.from_thread.run_sync(self._deliver, batch)
+            readable, _, _ = select.select([fileno, wake_r], [], [])
+            if wake_r in readable:
+                return
+
+    def _deliver(self, batch: list[Notification]) -> None:
+        for notification in batch:
+            self._on_notify(notification)
