@@ -127,9 +127,10 @@ def fenced(cur: Cursor, name: str, lease: Lease, query: str, params: Mapping[str
         raise ValueError("a fenced statement must carry FENCE")
     fence = {"fence_cid": lease.conversation_id, "fence_gen": lease.generation}
     cur.execute(query.encode(), {**params, **fence})
-    if cur.rowcount == 0 and not holds(cur, lease):
+    count = cur.rowcount
+    if count == 0 and not holds(cur, lease):
         raise LeaseLostError(name, lease)
-    return cur.rowcount
+    return count
 
 
 def holds(cur: Cursor, lease: Lease) -> bool:

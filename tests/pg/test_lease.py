@@ -1,0 +1,139 @@
+"""Ownership across hosts: one owner per conversation (an advisory lock on its session), a
+fencing token in every write, and take-over from a dead or stopped owner."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from acp_bridge.errors import QueueStoreError
+from acp_bridge.pgstore.connection import PgConnection
+from acp_bridge.pgstore.conversations import PgConversations
+from acp_bridge.pgstore.lease import (
+    FENCE,
+    LeaseLostError,
+    acquire,
+    fenced,
+    heartbeat,
+    release,
+    take_over_stale,
+    try_acquire,
+)
+from acp_bridge.pgstore.queue import PgQueue
+from tests.conversation.stores import text
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def host_b(pg: PgConnection) -> Iterator[PgConnection]:
+    with PgConnection.open(pg._url, owner_tag="b") as conn:
+        yield conn
+
+
+def _terminate(conn: PgConnection, pid: int) -> None:
+    with conn.session("terminate") as cur:
+        cur.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+
+
+def test_one_session_gets_the_lease_and_another_does_not(
+    pg: PgConnection, host_b: PgConnection
+) -> None:
+    first = try_acquire(pg, "c", owner="a")
+    assert first is not None and first.generation == 1
+    assert try_acquire(host_b, "c", owner="b") is None
+    assert try_acquire(pg, "c", owner="a") is None  # never counted twice on one session
+    release(pg, first)
+    second = try_acquire(host_b, "c", owner="b")
+    assert second is not None and second.generation == 2
+
+
+def test_a_killed_owner_session_frees_the_lease_and_its_old_writes_are_fenced(
+    pg: PgConnection, host_b: PgConnection
+) -> None:
+    PgQueue(pg).add_message("c", text("a"), now=2.0)
+    old = acquire(pg, "c", owner="a")
+    assert old is not None
+    _terminate(host_b, pg.backend_pid)  # the server ends the owner's session: lock released
+    new = acquire(host_b, "c", owner="b")
+    assert new is not None and new.generation == old.generation + 1
+    with pytest.raises(QueueStoreError):  # the old session is gone
+        PgQueue(pg).mark_running(old, 1, now=3.0)
+    with PgConnection.open(pg._url, owner_tag="a") as back:  # the old owner reconnects
+        with pytest.raises(LeaseLostError, match="generation 1"):
+            PgQueue(back).mark_running(old, 1, now=3.0)
+        with pytest.raises(LeaseLostError):
+            PgConversations(back).add_event(old, "late", {}, now=3.0)
+        assert heartbeat(back, [old]) == [old]
+    assert PgQueue(host_b).mark_running(new, 1, now=4.0)
+    assert [e.kind for e in PgConversations(host_b).events("c")] == []
+
+
+def test_the_fence_is_in_the_statement_itself(pg: PgConnection, host_b: PgConnection) -> None:
+    old = acquire(pg, "c", owner="a")
+    assert old is not None
+    release(pg, old)
+    assert acquire(host_b, "c", owner="b") is not None
+    stale_write = f"UPDATE conversations SET title = 'old' WHERE id = %(cid)s AND {FENCE}"
+    with pytest.raises(LeaseLostError), pg.transaction("a write with no check first") as cur:
+        fenced(cur, pg.name, old, stale_write, {"cid": "c"})
+    with pytest.raises(ValueError, match="must carry FENCE"), pg.transaction("unfenced") as cur:
+        fenced(cur, pg.name, old, "UPDATE conversations SET title = 'x'", {})
+    record = PgConversations(pg).get_conversation("c")
+    assert record is not None and record.title is None
+
+
+def test_a_live_owner_is_not_taken_over_and_a_stale_one_is(
+    pg: PgConnection, host_b: PgConnection
+) -> None:
+    held = acquire(pg, "c", owner="a")
+    assert held is not None
+    assert heartbeat(pg, [held]) == []
+    assert acquire(host_b, "c", owner="b", stale_after_s=3600) is None
+    assert try_acquire(pg, "c", owner="a") is None
+    # Its heartbeat is older than 0 s at once: stale, so its sessions are ended.
+    taken = acquire(host_b, "c", owner="b", stale_after_s=0)
+    assert taken is not None and taken.generation == held.generation + 1
+    assert not take_over_stale(host_b, "c", owner="b", stale_after_s=0)  # never ourselves
+
+
+def test_a_stopped_owner_is_taken_over_and_writes_nothing_after_it_continues(
+    pg: PgConnection, host_b: PgConnection
+) -> None:
+    """Issue 23: a partitioned (SIGSTOPped) owner keeps its session, so its lock: the next
+    host sees its heartbeat is stale, ends its sessions and takes the lease; continued, the
+    old owner can write nothing, on its old session or a new one."""
+    PgQueue(pg).add_message("c", text("a"), now=2.0)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.pg.lease_holder", pg._url],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, env=env, text=True,
+    ) as holder:  # fmt: skip
+        try:
+            assert holder.stdout is not None and holder.stdin is not None
+            held = json.loads(holder.stdout.readline())
+            holder.send_signal(signal.SIGSTOP)
+            assert try_acquire(host_b, "c", owner="b") is None  # its session still holds it
+            taken = acquire(host_b, "c", owner="b", stale_after_s=0)
+            assert taken is not None and taken.generation == held["generation"] + 1
+            holder.send_signal(signal.SIGCONT)
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+            outcome = json.loads(holder.stdout.readline())
+            assert outcome == {"old_session": "QueueStoreError", "new_session": "LeaseLostError"}
+            assert holder.wait(timeout=60) == 0
+        finally:
+            holder.send_signal(signal.SIGCONT)
+            holder.kill()
+    message = PgQueue(host_b).get_message("c", 1)
+    assert message is not None and (message.state, message.attempts) == ("queued", 0)
