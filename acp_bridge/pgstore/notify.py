@@ -20,16 +20,15 @@ socket and on a pipe of its own; a notification is read with ``notifies(timeout=
 to ``on_notify`` on the event loop's thread (``anyio.from_thread``). Stopping writes a byte into
 the pipe, which wakes the thread at once.
 
-Shutdown sequence of :meth:`Listener.run`: cancelled (or failed), it writes the stop byte, then
-waits (shielded, at most :data:`STOP_TIMEOUT_S`) for the thread to close the connection and
-end, then closes the pipe.
+Shutdown sequence of :meth:`Listener.run`: cancelled, a task of its own writes the stop byte;
+the worker thread (never abandoned) sees it and returns at once; then the pipe and the
+connection are closed. A lost connection ends the thread with the error, raised by ``run``.
 """
 
 from __future__ import annotations
 
 import os
 import select
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -38,13 +37,13 @@ import psycopg
 from anyio.abc import TaskStatus
 from psycopg import sql
 
+from acp_bridge.errors import QueueStoreError
 from acp_bridge.pgstore.connection import Cursor, connect, translate
 from acp_bridge.record import record
 
 __all__ = [
     "EVENTS_CHANNEL",
     "QUEUE_CHANNEL",
-    "STOP_TIMEOUT_S",
     "Listener",
     "Notification",
     "notify_queue",
@@ -52,8 +51,6 @@ __all__ = [
 
 QUEUE_CHANNEL: Final = "acp_bridge_queue"
 EVENTS_CHANNEL: Final = "acp_bridge_events"
-STOP_TIMEOUT_S: Final = 10.0
-"""How long stopping a listener waits for its thread to close its connection."""
 
 
 @record
@@ -86,7 +83,6 @@ class Listener:
         self._on_notify = on_notify
         self._channels = tuple(channels)
         self._owner_tag = owner_tag
-        self._ended = threading.Event()
         # The one thread of this listener: never a token of the shared worker-thread pool.
         self._limiter = anyio.CapacityLimiter(1)
 
@@ -96,51 +92,66 @@ class Listener:
         Raises:
             QueueStoreError: the connection could not be opened, or was lost.
         """
-        wake_r, wake_w = os.pipe()
-        self._ended.clear()
+        opened: list[psycopg.Connection[Any]] = []
         try:
-            await anyio.to_thread.run_sync(
-                self._serve, task_status, wake_r, abandon_on_cancel=True, limiter=self._limiter
-            )
-        finally:
-            os.write(wake_w, b"x")
-            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT_S):
-                await anyio.to_thread.run_sync(self._ended.wait)
-            os.close(wake_w)
-            if self._ended.is_set():  # else the thread still selects on it: leave it open
-                os.close(wake_r)
-
-    def _serve(self, task_status: TaskStatus[None], wake_r: int) -> None:
-        """The worker thread: connect, LISTEN, then hand notifications over until woken."""
-        try:
-            conn = connect(self._url, owner_tag=self._owner_tag, purpose="listen")
-            try:
-                try:
-                    for channel in self._channels:
-                        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                except psycopg.Error as exc:
-                    raise translate(exc, self._url, "listen") from exc
-                anyio.from_thread.run_sync(task_status.started)
-                self._pump(conn, wake_r)
-            finally:
+            await anyio.to_thread.run_sync(self._connect, opened, limiter=self._limiter)
+        except BaseException:
+            for conn in opened:  # cancelled while connecting: the thread finished all the same
                 conn.close()
+            raise
+        conn = opened[0]
+        wake_r, wake_w = os.pipe()
+        failure: QueueStoreError | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_wake_when_cancelled, wake_w)
+                task_status.started()
+                # Not abandoned on cancel: the cancelled waker wakes the thread, which returns.
+                failure = await anyio.to_thread.run_sync(
+                    self._pump, conn, wake_r, limiter=self._limiter
+                )
+                tg.cancel_scope.cancel()
         finally:
-            self._ended.set()
+            os.close(wake_r)
+            os.close(wake_w)
+            conn.close()
+        if failure is not None:
+            raise failure
 
-    def _pump(self, conn: psycopg.Connection[Any], wake_r: int) -> None:
+    def _connect(self, opened: list[psycopg.Connection[Any]]) -> None:
+        """In a worker thread: open the connection and LISTEN on every channel."""
+        conn = connect(self._url, owner_tag=self._owner_tag, purpose="listen")
+        opened.append(conn)
+        try:
+            for channel in self._channels:
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        except psycopg.Error as exc:
+            raise translate(exc, self._url, "listen") from exc
+
+    def _pump(self, conn: psycopg.Connection[Any], wake_r: int) -> QueueStoreError | None:
+        """In a worker thread: hand notifications over until ``wake_r`` is readable; the error
+        that ended it, if the connection failed."""
         fileno = conn.fileno()
         while True:
             try:
                 # timeout=0: what was received (or is readable) now, without waiting.
                 batch = [Notification(n.channel, n.payload) for n in conn.notifies(timeout=0)]
             except psycopg.Error as exc:
-                raise translate(exc, self._url, "receive notifications") from exc
+                return translate(exc, self._url, "receive notifications")
             if batch:
                 anyio.from_thread.run_sync(self._deliver, batch)
             readable, _, _ = select.select([fileno, wake_r], [], [])
             if wake_r in readable:
-                return
+                return None
 
     def _deliver(self, batch: list[Notification]) -> None:
         for notification in batch:
             self._on_notify(notification)
+
+
+async def _wake_when_cancelled(wake_w: int) -> None:
+    """Sleep until cancelled, then wake the listener's thread (the stop byte)."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        os.write(wake_w, b"x")
