@@ -93,7 +93,11 @@ _BINARIES: Final = ("initdb", "pg_ctl", "postgres")
 
 
 def no_server_reason() -> str | None:
-    """Why no test server can run here (one line), or None when one can."""
+    """Why the PostgreSQL tests cannot run here (one line), or None when they can."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "PostgreSQL tests skipped: psycopg is not installed (pip install -e '.[postgres]')"
     if find_bindir() is None:
         return (
             "PostgreSQL tests skipped: no initdb/pg_ctl/postgres found (pg_config --bindir, "
