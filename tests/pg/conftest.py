@@ -25,7 +25,8 @@ else:
     # Not collected (they import psycopg, or need a server); test_available.py says why, in
     # one line.
     collect_ignore = [
-        "test_lease.py", "test_notify.py", "test_queue.py", "test_schema.py", "test_server.py",
+        "test_keeper.py", "test_lease.py", "test_notify.py", "test_queue.py", "test_schema.py",
+        "test_server.py",
         "test_store_cmd.py",
     ]  # fmt: skip
 
