@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from acp_bridge.pgstore.connection import PgConnection
 from acp_bridge.pgstore.conversations import PgConversations
 from acp_bridge.pgstore.lease import (
     FENCE,
+    Lease,
     LeaseLostError,
     acquire,
     fenced,
@@ -27,6 +30,7 @@ from acp_bridge.pgstore.lease import (
     try_acquire,
 )
 from acp_bridge.pgstore.queue import PgQueue
+from acp_bridge.pgstore.sql import begin_fenced
 from tests.conversation.stores import text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,3 +141,51 @@ def test_a_stopped_owner_is_taken_over_and_writes_nothing_after_it_continues(
             holder.kill()
     message = PgQueue(host_b).get_message("c", 1)
     assert message is not None and (message.state, message.attempts) == ("queued", 0)
+
+
+def test_a_take_over_waits_for_the_old_owners_open_write_and_fences_the_next(
+    pg: PgConnection, host_b: PgConnection
+) -> None:
+    """The fence cannot race the take-over: the old owner's lease session is gone, but its
+    write session is inside a fenced transaction; the new owner's acquire waits for that
+    transaction (the conversation's row lock), and the old owner's next write is fenced."""
+    PgQueue(pg).add_message("c", text("a"), now=2.0)
+    old = acquire(pg, "c", owner="a")
+    assert old is not None
+    taken: list[Lease | None] = []
+    b_pid = host_b.backend_pid
+    with (
+        PgConnection.open(pg._url, owner_tag="a") as writer,
+        PgConnection.open(pg._url, owner_tag="observer") as observer,
+    ):
+        with writer.transaction("an owner write in flight") as cur:
+            begin_fenced(cur, writer.name, old)
+            _terminate(host_b, pg.backend_pid)  # the lease session dies meanwhile
+            thread = threading.Thread(target=lambda: taken.append(acquire(host_b, "c", owner="b")))
+            thread.start()
+            assert _wait_for_lock_wait(observer, b_pid)
+            assert not taken  # the bump waits for this transaction
+            stmt = f"UPDATE messages SET attempts = 7 WHERE conversation_id = %(cid)s AND {FENCE}"
+            assert fenced(cur, writer.name, old, stmt, {"cid": "c"}) == 1
+        thread.join(timeout=60)
+        assert taken and taken[0] is not None and taken[0].generation == old.generation + 1
+        with pytest.raises(LeaseLostError):
+            PgQueue(writer).mark_running(old, 1, now=3.0)
+    message = PgQueue(host_b).get_message("c", 1)
+    assert message is not None and (message.attempts, message.state) == (7, "queued")
+
+
+def _wait_for_lock_wait(conn: PgConnection, pid: int) -> bool:
+    """Until session ``pid`` waits for a lock (True), or 30 s passed (False)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with conn.session("look at the waiter") as cur:
+            cur.execute(
+                "SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = %s",
+                (pid,),
+            )
+            row = cur.fetchone()
+        if row is not None and row["waiting"]:
+            return True
+        time.sleep(0.01)  # the other session gets to its lock on its own; nothing to wait on
+    return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psutil
 import psycopg
 
-from tests.pg_server import PgServer, start_server
+from tests.pg_server import start_server
 
 
 def _alive(pid: int) -> bool:
@@ -15,9 +15,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_stopping_a_throwaway_server_leaves_no_process_of_it_behind(
-    pg_server: PgServer,  # only for its skip when there are no binaries
-) -> None:
+def test_stopping_a_throwaway_server_leaves_no_process_of_it_behind() -> None:
     server = start_server()
     try:
         with psycopg.connect(server.url(), autocommit=True) as conn:
@@ -33,7 +31,7 @@ def test_stopping_a_throwaway_server_leaves_no_process_of_it_behind(
     assert server.guard.poll() is not None
 
 
-def test_a_server_whose_test_process_dies_is_stopped_by_its_guard(pg_server: PgServer) -> None:
+def test_a_server_whose_test_process_dies_is_stopped_by_its_guard() -> None:
     server = start_server()
     try:
         assert server.guard.stdin is not None
