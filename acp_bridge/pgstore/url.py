@@ -51,7 +51,13 @@ def redact(url: str) -> str:
         f"password={MASK}" if pair.split("=", 1)[0] == "password" else pair
         for pair in parts.query.split("&")
     ) if parts.query else ""  # fmt: skip
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    # Joined by hand: urlunsplit drops an empty host ("postgresql:///db", a Unix socket).
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    if query:
+        shown += f"?{query}"
+    if parts.fragment:
+        shown += f"#{parts.fragment}"
+    return shown
 
 
 def scrub(text: str, url: str) -> str:
