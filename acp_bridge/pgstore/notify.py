@@ -15,7 +15,7 @@ was not connected are lost, so whoever (re)starts listening reads the queue once
 reconnects and reads again.
 
 :class:`Listener` holds one connection of its own in one worker thread (psycopg is synchronous,
-so this runs the same on asyncio and trio). The thread waits in ``select`` on the connection's
+so this runs the same on asyncio and trio). The thread waits (a selector) on the connection's
 socket and on a pipe of its own; a notification is read with ``notifies(timeout=0)`` and handed
 to ``on_notify`` on the event loop's thread (``anyio.from_thread``). Stopping writes a byte into
 the pipe, which wakes the thread at once.
@@ -28,7 +28,7 @@ connection are closed. A lost connection ends the thread with the error, raised 
 from __future__ import annotations
 
 import os
-import select
+import selectors
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -131,18 +131,21 @@ class Listener:
     def _pump(self, conn: psycopg.Connection[Any], wake_r: int) -> QueueStoreError | None:
         """In a worker thread: hand notifications over until ``wake_r`` is readable; the error
         that ended it, if the connection failed."""
-        fileno = conn.fileno()
-        while True:
-            try:
-                # timeout=0: what was received (or is readable) now, without waiting.
-                batch = [Notification(n.channel, n.payload) for n in conn.notifies(timeout=0)]
-            except psycopg.Error as exc:
-                return translate(exc, self._url, "receive notifications")
-            if batch:
-                anyio.from_thread.run_sync(self._deliver, batch)
-            readable, _, _ = select.select([fileno, wake_r], [], [])
-            if wake_r in readable:
-                return None
+        with selectors.DefaultSelector() as selector:  # any fd number, unlike select()
+            selector.register(conn.fileno(), selectors.EVENT_READ)
+            selector.register(wake_r, selectors.EVENT_READ)
+            while True:
+                try:
+                    # timeout=0: what was received (or is readable) now, without waiting.
+                    notes = conn.notifies(timeout=0)
+                    batch = [Notification(n.channel, n.payload) for n in notes]
+                except psycopg.Error as exc:
+                    return translate(exc, self._url, "receive notifications")
+                if batch:
+                    anyio.from_thread.run_sync(self._deliver, batch)
+                ready = selector.select()
+                if any(key.fd == wake_r for key, _ in ready):
+                    return None
 
     def _deliver(self, batch: list[Notification]) -> None:
         for notification in batch:

@@ -157,3 +157,25 @@ def _wait_sessions_gone(conn: PgConnection, application_name: str) -> bool:
             return False
         time.sleep(0.01)  # the server's backend exits on its own; nothing to wait on
     return True
+
+
+async def test_a_listener_whose_session_is_ended_raises_so_its_owner_reconnects(
+    pg: PgConnection,
+) -> None:
+    listener = Listener(pg._url, lambda _: None, owner_tag="doomed")
+    with pytest.raises(ExceptionGroup) as caught:
+        async with anyio.create_task_group() as tg:
+            await tg.start(listener.run)
+            await anyio.to_thread.run_sync(_end_sessions_named, pg, "acp-bridge:doomed")
+            with anyio.fail_after(30):
+                await anyio.sleep_forever()
+    assert caught.group_contains(QueueStoreError, match="could not receive notifications")
+
+
+def _end_sessions_named(conn: PgConnection, application_name: str) -> None:
+    with conn.session("end sessions") as cur:
+        cur.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (application_name,),
+        )
