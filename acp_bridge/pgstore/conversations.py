@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict, Unpack
+from typing import Any, Unpack
 
 from acp_bridge.conversation.records import (
     ConversationRecord,
@@ -25,26 +25,15 @@ from acp_bridge.conversation.records import (
     dumps,
     event_from_row,
 )
+from acp_bridge.conversation.store_catalog import ConversationChanges, LogEntry
 from acp_bridge.conversation.store_sql import JSON_FIELDS, as_list
 from acp_bridge.conversation.usage import UsageTotals
 from acp_bridge.errors import QueueStoreError, UnknownConversationError, UnknownMessageError
 from acp_bridge.pgstore.connection import Cursor, PgConnection
 from acp_bridge.pgstore.lease import FENCE, Lease, fenced
-from acp_bridge.pgstore.queue import LogEntry
 from acp_bridge.pgstore.sql import begin_fenced, decode, insert_event
 
-__all__ = ["ConversationChanges", "PgConversations"]
-
-
-class ConversationChanges(TypedDict, total=False):
-    """The fields the owner may change; absent ones stay as is."""
-
-    session_id: str | None
-    config: Mapping[str, Any]
-    paused: bool
-    mcp_servers: Sequence[Any]
-    additional_directories: Sequence[Any]
-    title: str | None
+__all__ = ["PgConversations"]
 
 
 class PgConversations:

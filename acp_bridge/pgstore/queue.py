@@ -43,6 +43,7 @@ from acp_bridge.conversation.records import (
     loads,
     message_from_row,
 )
+from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.usage import UsageTotals
 from acp_bridge.errors import AlreadyRunningError, UnknownConversationError, UnknownMessageError
 from acp_bridge.pgstore.connection import Cursor, PgConnection
@@ -50,10 +51,7 @@ from acp_bridge.pgstore.lease import FENCE, Lease, fenced, lock_conversation
 from acp_bridge.pgstore.notify import notify_queue
 from acp_bridge.pgstore.sql import begin_fenced, decode, insert_event, queue_position, touch
 
-__all__ = ["LogEntry", "PgQueue"]
-
-LogEntry = tuple[str, Any, "int | None"]
-"""One event log entry to write: (kind, JSON data, the message seq it belongs to or None)."""
+__all__ = ["PgQueue"]
 
 
 class PgQueue:
