@@ -89,16 +89,20 @@ class PgConnection:
 
     ``name`` is the redacted URL, used in every message (as the SQLite store uses its path)."""
 
-    def __init__(self, conn: psycopg.Connection[DictRow], url: str) -> None:
+    def __init__(self, conn: psycopg.Connection[DictRow], url: str, *, owner_tag: str = "") -> None:
         self._conn: psycopg.Connection[DictRow] | None = conn
         self._url = url
         self.name = redact(url)
+        self.owner_tag = owner_tag
+        """The host this session belongs to (its ``application_name`` says so): the owner of
+        the leases acquired on it."""
         self._lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str, *, owner_tag: str = "") -> PgConnection:
-        """:func:`connect` to ``url``, wrapped."""
-        return cls(connect(url, owner_tag=owner_tag), url)
+        """:func:`connect` to ``url``, wrapped. ``owner_tag`` names the host: one tag per host
+        process, the same on all of its connections, unique among hosts."""
+        return cls(connect(url, owner_tag=owner_tag), url, owner_tag=owner_tag)
 
     @property
     def raw(self) -> psycopg.Connection[DictRow]:

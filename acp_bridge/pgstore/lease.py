@@ -142,15 +142,20 @@ def holds(cur: Cursor, lease: Lease) -> bool:
     return cur.fetchone() is not None
 
 
-def try_acquire(conn: PgConnection, conversation_id: str, *, owner: str) -> Lease | None:
-    """Take the conversation's lease on ``conn``'s session if no live session holds it: the
-    advisory lock, then the generation bumped. None when another session (or this one
-    already) holds it.
+def try_acquire(conn: PgConnection, conversation_id: str) -> Lease | None:
+    """Take the conversation's lease on ``conn``'s session, for its host (``conn.owner_tag``),
+    if no live session holds it: the advisory lock, then the generation bumped. None when
+    another session (or this one already) holds it.
 
     Raises:
+        ValueError: ``conn`` has no owner tag (a take-over could not find the owner's
+            sessions).
         UnknownConversationError: no such conversation.
         QueueStoreError: the server failed.
     """
+    owner = conn.owner_tag
+    if not owner:
+        raise ValueError("a lease is taken on a connection with an owner tag (its host)")
     with conn.session(f"take the lease of {conversation_id!r}") as cur:
         cur.execute("SELECT lock_key FROM conversations WHERE id = %s", (conversation_id,))
         row = cur.fetchone()
@@ -185,15 +190,13 @@ def try_acquire(conn: PgConnection, conversation_id: str, *, owner: str) -> Leas
 
 
 def acquire(
-    conn: PgConnection, conversation_id: str, *, owner: str, stale_after_s: float = STALE_AFTER_S
+    conn: PgConnection, conversation_id: str, *, stale_after_s: float = STALE_AFTER_S
 ) -> Lease | None:
     """:func:`try_acquire`; when a stale owner holds the conversation, end its sessions
     (:func:`take_over_stale`) and try once more. None when a live owner holds it."""
-    lease = try_acquire(conn, conversation_id, owner=owner)
-    if lease is None and take_over_stale(
-        conn, conversation_id, owner=owner, stale_after_s=stale_after_s
-    ):
-        lease = try_acquire(conn, conversation_id, owner=owner)
+    lease = try_acquire(conn, conversation_id)
+    if lease is None and take_over_stale(conn, conversation_id, stale_after_s=stale_after_s):
+        lease = try_acquire(conn, conversation_id)
     return lease
 
 
@@ -228,11 +231,11 @@ def heartbeat(conn: PgConnection, leases: Sequence[Lease]) -> list[Lease]:
 
 
 def take_over_stale(
-    conn: PgConnection, conversation_id: str, *, owner: str, stale_after_s: float = STALE_AFTER_S
+    conn: PgConnection, conversation_id: str, *, stale_after_s: float = STALE_AFTER_S
 ) -> bool:
     """End the sessions of the conversation's owner if its heartbeat is older than
     ``stale_after_s`` (see the module's text); True when the lock may now be free (something
-    was ended, or nobody held it). Never ends a session of ``owner`` itself.
+    was ended, or nobody held it). Never ends a session of its own host (``conn.owner_tag``).
 
     Raises:
         QueueStoreError: the server failed, or refused to end a session (a privilege).
@@ -250,7 +253,7 @@ def take_over_stale(
         holder = _holder(cur, int(row["lock_key"]))
         if holder is None:
             return True
-        if not row["stale"] or row["owner"] == owner or holder == conn.backend_pid:
+        if not row["stale"] or row["owner"] == conn.owner_tag or holder == conn.backend_pid:
             return False
         cur.execute(
             "SELECT pid, pg_terminate_backend(pid, %(wait_ms)s) AS ended FROM pg_stat_activity"

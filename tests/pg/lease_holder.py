@@ -28,7 +28,7 @@ def _attempt(conn: PgConnection, lease: object) -> str:
 
 def main(url: str) -> None:
     conn = PgConnection.open(url, owner_tag="partitioned")
-    lease = acquire(conn, "c", owner="partitioned")
+    lease = acquire(conn, "c")
     assert lease is not None
     print(json.dumps({"generation": lease.generation, "pid": conn.backend_pid}), flush=True)
     sys.stdin.readline()

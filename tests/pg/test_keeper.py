@@ -20,7 +20,7 @@ def _bump(url: str) -> None:
 
 
 async def test_a_heartbeat_keeps_the_lease_and_reports_a_lost_one_once(pg: PgConnection) -> None:
-    lease = acquire(pg, "c", owner="a")
+    lease = acquire(pg, "c")
     assert lease is not None
     lost: list[Lease] = []
     keeper = LeaseKeeper(pg, lost.append)
@@ -35,7 +35,7 @@ async def test_a_heartbeat_keeps_the_lease_and_reports_a_lost_one_once(pg: PgCon
 
 
 async def test_a_lease_session_ended_by_the_server_loses_every_lease(pg: PgConnection) -> None:
-    lease = acquire(pg, "c", owner="a")
+    lease = acquire(pg, "c")
     assert lease is not None
     lost: list[Lease] = []
     keeper = LeaseKeeper(pg, lost.append)
@@ -50,7 +50,7 @@ async def test_a_lease_session_ended_by_the_server_loses_every_lease(pg: PgConne
 async def test_the_running_keeper_reports_a_take_over_without_being_asked(
     pg: PgConnection,
 ) -> None:
-    lease = acquire(pg, "c", owner="a")
+    lease = acquire(pg, "c")
     assert lease is not None
     reported = anyio.Event()
     keeper = LeaseKeeper(pg, lambda _: reported.set(), interval_s=0.01)

@@ -50,12 +50,12 @@ def _terminate(conn: PgConnection, pid: int) -> None:
 def test_one_session_gets_the_lease_and_another_does_not(
     pg: PgConnection, host_b: PgConnection
 ) -> None:
-    first = try_acquire(pg, "c", owner="a")
+    first = try_acquire(pg, "c")
     assert first is not None and first.generation == 1
-    assert try_acquire(host_b, "c", owner="b") is None
-    assert try_acquire(pg, "c", owner="a") is None  # never counted twice on one session
+    assert try_acquire(host_b, "c") is None
+    assert try_acquire(pg, "c") is None  # never counted twice on one session
     release(pg, first)
-    second = try_acquire(host_b, "c", owner="b")
+    second = try_acquire(host_b, "c")
     assert second is not None and second.generation == 2
 
 
@@ -63,10 +63,10 @@ def test_a_killed_owner_session_frees_the_lease_and_its_old_writes_are_fenced(
     pg: PgConnection, host_b: PgConnection
 ) -> None:
     PgQueue(pg).add_message("c", text("a"), now=2.0)
-    old = acquire(pg, "c", owner="a")
+    old = acquire(pg, "c")
     assert old is not None
     _terminate(host_b, pg.backend_pid)  # the server ends the owner's session: lock released
-    new = acquire(host_b, "c", owner="b")
+    new = acquire(host_b, "c")
     assert new is not None and new.generation == old.generation + 1
     with pytest.raises(QueueStoreError):  # the old session is gone
         PgQueue(pg).mark_running(old, 1, now=3.0)
@@ -81,10 +81,10 @@ def test_a_killed_owner_session_frees_the_lease_and_its_old_writes_are_fenced(
 
 
 def test_the_fence_is_in_the_statement_itself(pg: PgConnection, host_b: PgConnection) -> None:
-    old = acquire(pg, "c", owner="a")
+    old = acquire(pg, "c")
     assert old is not None
     release(pg, old)
-    assert acquire(host_b, "c", owner="b") is not None
+    assert acquire(host_b, "c") is not None
     stale_write = f"UPDATE conversations SET title = 'old' WHERE id = %(cid)s AND {FENCE}"
     with pytest.raises(LeaseLostError), pg.transaction("a write with no check first") as cur:
         fenced(cur, pg.name, old, stale_write, {"cid": "c"})
@@ -97,15 +97,15 @@ def test_the_fence_is_in_the_statement_itself(pg: PgConnection, host_b: PgConnec
 def test_a_live_owner_is_not_taken_over_and_a_stale_one_is(
     pg: PgConnection, host_b: PgConnection
 ) -> None:
-    held = acquire(pg, "c", owner="a")
+    held = acquire(pg, "c")
     assert held is not None
     assert heartbeat(pg, [held]) == []
-    assert acquire(host_b, "c", owner="b", stale_after_s=3600) is None
-    assert try_acquire(pg, "c", owner="a") is None
+    assert acquire(host_b, "c", stale_after_s=3600) is None
+    assert try_acquire(pg, "c") is None
     # Its heartbeat is older than 0 s at once: stale, so its sessions are ended.
-    taken = acquire(host_b, "c", owner="b", stale_after_s=0)
+    taken = acquire(host_b, "c", stale_after_s=0)
     assert taken is not None and taken.generation == held.generation + 1
-    assert not take_over_stale(host_b, "c", owner="b", stale_after_s=0)  # never ourselves
+    assert not take_over_stale(host_b, "c", stale_after_s=0)  # never ourselves
 
 
 def test_a_stopped_owner_is_taken_over_and_writes_nothing_after_it_continues(
@@ -127,8 +127,8 @@ def test_a_stopped_owner_is_taken_over_and_writes_nothing_after_it_continues(
             assert holder.stdout is not None and holder.stdin is not None
             held = json.loads(holder.stdout.readline())
             holder.send_signal(signal.SIGSTOP)
-            assert try_acquire(host_b, "c", owner="b") is None  # its session still holds it
-            taken = acquire(host_b, "c", owner="b", stale_after_s=0)
+            assert try_acquire(host_b, "c") is None  # its session still holds it
+            taken = acquire(host_b, "c", stale_after_s=0)
             assert taken is not None and taken.generation == held["generation"] + 1
             holder.send_signal(signal.SIGCONT)
             holder.stdin.write("go\n")
@@ -150,7 +150,7 @@ def test_a_take_over_waits_for_the_old_owners_open_write_and_fences_the_next(
     write session is inside a fenced transaction; the new owner's acquire waits for that
     transaction (the conversation's row lock), and the old owner's next write is fenced."""
     PgQueue(pg).add_message("c", text("a"), now=2.0)
-    old = acquire(pg, "c", owner="a")
+    old = acquire(pg, "c")
     assert old is not None
     taken: list[Lease | None] = []
     b_pid = host_b.backend_pid
@@ -161,7 +161,7 @@ def test_a_take_over_waits_for_the_old_owners_open_write_and_fences_the_next(
         with writer.transaction("an owner write in flight") as cur:
             begin_fenced(cur, writer.name, old)
             _terminate(host_b, pg.backend_pid)  # the lease session dies meanwhile
-            thread = threading.Thread(target=lambda: taken.append(acquire(host_b, "c", owner="b")))
+            thread = threading.Thread(target=lambda: taken.append(acquire(host_b, "c")))
             thread.start()
             assert _wait_for_lock_wait(observer, b_pid)
             assert not taken  # the bump waits for this transaction
@@ -189,3 +189,8 @@ def _wait_for_lock_wait(conn: PgConnection, pid: int) -> bool:
             return True
         time.sleep(0.01)  # the other session gets to its lock on its own; nothing to wait on
     return False
+
+
+def test_a_lease_needs_a_connection_that_names_its_host(pg: PgConnection) -> None:
+    with PgConnection.open(pg._url) as anonymous, pytest.raises(ValueError, match="owner tag"):
+        try_acquire(anonymous, "c")

@@ -82,7 +82,7 @@ async def test_concurrent_senders_keep_fifo_and_one_final_state_per_message(
 ) -> None:
     """Several connections send at once; the owner, woken by NOTIFY only, runs every message
     once, in the order it was committed, and each sender's messages in the order it sent them."""
-    lease = acquire(pg, "c", owner="owner")
+    lease = acquire(pg, "c")
     assert lease is not None
     owner = PgQueue(pg)
     changed = anyio.Event()

@@ -58,13 +58,13 @@ def test_a_host_role_with_the_documented_grants_does_everything_a_host_does(
         assert migrate(h1) == LATEST_VERSION  # already current: no DDL needed
         PgConversations(h1).create_conversation("d", agent=AGENT, cwd="/w", now=1.0)
         PgQueue(h2).add_message("d", text("hi"), now=2.0)
-        lease = acquire(h1, "d", owner="h1")
+        lease = acquire(h1, "d")
         assert lease is not None
         queue = PgQueue(h1)
         assert queue.mark_running(lease, 1, now=3.0, event=("turn_started", {}))
         assert queue.finish(lease, 1, "done", stop_reason="end_turn", now=4.0)
         assert [e.kind for e in PgConversations(h2).events("d")] == ["turn_started"]
-        taken = acquire(h2, "d", owner="h2", stale_after_s=0)  # ends h1's session: same role
+        taken = acquire(h2, "d", stale_after_s=0)  # ends h1's session: same role
         assert taken is not None and taken.generation == lease.generation + 1
 
 

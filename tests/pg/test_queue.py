@@ -20,7 +20,7 @@ FAILURE = {"code": "agent_exited", "message": "the agent exited", "details": {}}
 
 @pytest.fixture
 def lease(pg: PgConnection) -> Lease:
-    held = acquire(pg, "c", owner="test")
+    held = acquire(pg, "c")
     assert held is not None
     return held
 
@@ -93,7 +93,7 @@ def test_recover_after_crash_fails_the_cut_turn_recoverably_once(
     queue.mark_running(lease, 1, now=3.0)
     pg.close()  # the owner dies
     with PgConnection.open(pg._url, owner_tag="next") as conn:
-        taken = acquire(conn, "c", owner="next")
+        taken = acquire(conn, "c")
         assert taken is not None and taken.generation == lease.generation + 1
         queue = PgQueue(conn)
         assert queue.recover_after_crash(taken, now=5.0) == [1]
