@@ -35,13 +35,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
-from acp_bridge.conversation.queue_states import RETRYABLE_STATES, MessageState
+from acp_bridge.conversation.queue_states import RETRYABLE_STATES, MessageRecord, MessageState
 from acp_bridge.conversation.records import (
     FinishedTurn,
     StoredMessage,
     dumps,
     loads,
     message_from_row,
+    record_from_row,
 )
 from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.usage import UsageTotals
@@ -159,6 +160,33 @@ class PgQueue:
                 (conversation_id, wanted, wanted),
             )
             return [decode(self._name, message_from_row, row) for row in cur.fetchall()]
+
+    def queue_state(self, conversation_id: str) -> tuple[list[MessageRecord], dict[int, list[Any]]]:
+        """What resuming a conversation's queue needs, as the SQLite store's ``queue_state``:
+        every message as the queue machine sees it, in prompt order (the others by seq, then
+        the queued ones by position), and the content of the queued ones by seq. Replies and
+        the content of finished messages are never read."""
+        with self._conn.transaction("read the queue") as cur:
+            self._require(cur, conversation_id)
+            cur.execute(
+                "SELECT seq, position, state, stop_reason, error, recoverable, attempts,"
+                " CASE WHEN state = 'queued' THEN content END AS content"
+                " FROM messages WHERE conversation_id = %s ORDER BY seq",
+                (conversation_id,),
+            )
+            rows = cur.fetchall()
+        history: list[MessageRecord] = []
+        queued: list[tuple[int, MessageRecord]] = []
+        prompts: dict[int, list[Any]] = {}
+        for row in rows:
+            record = decode(self._name, record_from_row, row)
+            if record.state is MessageState.QUEUED:
+                queued.append((int(row["position"]), record))
+                prompts[record.seq] = decode(self._name, lambda r: loads(r["content"], list), row)
+            else:
+                history.append(record)
+        queued.sort(key=lambda item: item[0])
+        return history + [record for _, record in queued], prompts
 
     def get_message(self, conversation_id: str, seq: int) -> StoredMessage | None:
         with self._conn.transaction("read a message") as cur:

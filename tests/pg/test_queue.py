@@ -169,3 +169,18 @@ def test_conversations_are_created_once_and_changed_by_their_owner(
     assert (changed.session_id, changed.paused, changed.config, changed.updated_at) == (
         "s1", True, {"m": 1}, 3.0,
     )  # fmt: skip
+
+
+def test_the_queue_state_is_the_history_then_the_queue_with_only_queued_content(
+    queue: PgQueue, lease: Lease
+) -> None:
+    for word in ("a", "b", "c"):
+        queue.add_message("c", text(word), now=2.0)
+    queue.mark_running(lease, 1, now=3.0)
+    queue.finish(lease, 1, "done", stop_reason="end_turn", now=4.0)
+    queue.add_message("c", text("first"), next=True, now=5.0)
+    records, prompts = queue.queue_state("c")
+    assert [(r.seq, r.state) for r in records] == [
+        (1, "done"), (4, "queued"), (2, "queued"), (3, "queued"),
+    ]  # fmt: skip
+    assert prompts == {2: text("b"), 3: text("c"), 4: text("first")}
