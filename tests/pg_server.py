@@ -15,7 +15,7 @@ Life of a server, as :func:`start_server` and :meth:`PgServer.stop` do it:
    connections); a server that exits first fails the start with the tail of its log.
 4. A guard process holds the other end of a pipe from this process: if this process dies without
    stopping the server (``kill -9`` of pytest), the guard sees end-of-file and stops it, so no
-   run of ``.ci/run`` leaves a server behind.
+   run of ``.ci/run`` leaves a server behind (nor its directory).
 5. :meth:`PgServer.stop`: ``pg_ctl stop -m immediate``, then ``-m fast`` if that failed, then
    SIGKILL of the postmaster; its exit is waited for (bounded), the guard is dismissed and ROOT
    is removed. Idempotent.
@@ -57,9 +57,10 @@ FAST_OPTIONS: Final = ("-c", "fsync=off", "-c", "synchronous_commit=off",
                        "-c", "full_page_writes=off")  # fmt: skip
 
 _GUARD = """\
-import subprocess, sys
+import shutil, subprocess, sys
 sys.stdin.buffer.read()  # returns at end-of-file: the test process stopped us or died
-subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+shutil.rmtree(sys.argv[1], ignore_errors=True)
 """
 
 
@@ -207,7 +208,7 @@ def start_server(*, options: tuple[str, ...] = FAST_OPTIONS) -> PgServer:
         stop_argv = [*run_as, os.path.join(bindir, "pg_ctl"), "-D", str(data),
                      "-m", "immediate", "-w", "stop"]  # fmt: skip
         guard = subprocess.Popen(
-            [sys.executable, "-c", _GUARD, *stop_argv],
+            [sys.executable, "-c", _GUARD, str(root), *stop_argv],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C to the test run must not kill the guard first
         )  # fmt: skip

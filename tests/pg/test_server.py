@@ -38,6 +38,7 @@ def test_a_server_whose_test_process_dies_is_stopped_by_its_guard() -> None:
         server.guard.stdin.close()  # as when the test process dies: end-of-file
         assert server.guard.wait(timeout=60) == 0
         assert server.process.wait(timeout=60) is not None
+        assert not server.root.exists()  # the guard removed it too
     finally:
         server.stop()
     assert not _alive(server.pid)
