@@ -35,6 +35,7 @@ ALLOWED = {
         "errors", "record", "wire", "rpc", "process", "core", "client", "sqlite_wal", "safe_files",
     },
     "proxy": {"errors", "record", "clock", "wire", "rpc", "process", "core", "safe_files"},
+    "pgstore": {"errors", "record", "conversation"},  # the PostgreSQL store (issue 23)
     "cli": {
         "errors",
         "record",
@@ -48,6 +49,7 @@ ALLOWED = {
         "proxy",
         "agents",
         "safe_files",
+        "pgstore",
     },
     # The built-in reference agent: a separate program on the protocol's lower layers only.
     "agents": {"errors", "record", "version", "wire", "rpc", "sqlite_wal", "safe_files"},

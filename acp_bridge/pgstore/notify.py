@@ -1,0 +1,160 @@
+"""LISTEN/NOTIFY: how the owner of a conversation learns, within milliseconds and without
+polling, that a message was sent to it through any host, and how a watcher on another host
+learns that the event log grew.
+
+Two channels, the conversation id as the payload:
+
+- :data:`QUEUE_CHANNEL`: a message was added (:meth:`.queue.PgQueue.add_message` notifies in its
+  own transaction, so the notification is delivered when, and only if, the message is
+  committed);
+- :data:`EVENTS_CHANNEL`: events were appended to the conversation's log.
+
+A notification is a hint, never the truth: the tables are. Notifications sent while a listener
+was not connected are lost, so whoever (re)starts listening reads the queue once afterwards
+(``next_queued``), and a listener's failure (its connection lost) is raised to its caller, who
+reconnects and reads again.
+
+:class:`Listener` holds one connection of its own in one worker thread (psycopg is synchronous,
+so this runs the same on asyncio and trio). The thread waits (a selector) on the connection's
+socket and on a pipe of its own; a notification is read with ``notifies(timeout=0)`` and handed
+to ``on_notify`` on the event loop's thread (``anyio.from_thread``). Stopping writes a byte into
+the pipe, which wakes the thread at once.
+
+Shutdown sequence of :meth:`Listener.run`: cancelled, a task of its own writes the stop byte;
+the worker thread (never abandoned) sees it and returns at once; then the pipe and the
+connection are closed. A lost connection ends the thread with the error, raised by ``run``.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import anyio
+import psycopg
+from anyio.abc import TaskStatus
+from psycopg import sql
+
+from acp_bridge.errors import QueueStoreError
+from acp_bridge.pgstore.connection import Cursor, connect, translate
+from acp_bridge.record import record
+
+__all__ = [
+    "EVENTS_CHANNEL",
+    "QUEUE_CHANNEL",
+    "Listener",
+    "Notification",
+    "notify_queue",
+]
+
+QUEUE_CHANNEL: Final = "acp_bridge_queue"
+EVENTS_CHANNEL: Final = "acp_bridge_events"
+
+
+@record
+class Notification:
+    """``channel`` said something happened to conversation ``conversation_id``."""
+
+    channel: str
+    conversation_id: str
+
+
+def notify_queue(cur: Cursor, conversation_id: str) -> None:
+    """In the caller's transaction: wake the conversation's owner when it commits."""
+    cur.execute("SELECT pg_notify(%s, %s)", (QUEUE_CHANNEL, conversation_id))
+
+
+class Listener:
+    """Listens on ``channels`` of the database at ``url``; calls ``on_notify`` on the event
+    loop's thread for each notification. Start with ``await tg.start(listener.run)``: it
+    returns once the LISTEN is in place (so nothing committed afterwards is missed)."""
+
+    def __init__(
+        self,
+        url: str,
+        on_notify: Callable[[Notification], None],
+        *,
+        channels: Sequence[str] = (QUEUE_CHANNEL,),
+        owner_tag: str = "",
+    ) -> None:
+        self._url = url
+        self._on_notify = on_notify
+        self._channels = tuple(channels)
+        self._owner_tag = owner_tag
+        # The one thread of this listener: never a token of the shared worker-thread pool.
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Listen until cancelled.
+
+        Raises:
+            QueueStoreError: the connection could not be opened, or was lost.
+        """
+        opened: list[psycopg.Connection[Any]] = []
+        try:
+            await anyio.to_thread.run_sync(self._connect, opened, limiter=self._limiter)
+        except BaseException:
+            for conn in opened:  # cancelled while connecting: the thread finished all the same
+                conn.close()
+            raise
+        conn = opened[0]
+        wake_r, wake_w = os.pipe()
+        failure: QueueStoreError | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_wake_when_cancelled, wake_w)
+                task_status.started()
+                # Not abandoned on cancel: the cancelled waker wakes the thread, which returns.
+                failure = await anyio.to_thread.run_sync(
+                    self._pump, conn, wake_r, limiter=self._limiter
+                )
+                tg.cancel_scope.cancel()
+        finally:
+            os.close(wake_r)
+            os.close(wake_w)
+            conn.close()
+        if failure is not None:
+            raise failure
+
+    def _connect(self, opened: list[psycopg.Connection[Any]]) -> None:
+        """In a worker thread: open the connection and LISTEN on every channel."""
+        conn = connect(self._url, owner_tag=self._owner_tag, purpose="listen")
+        opened.append(conn)
+        try:
+            for channel in self._channels:
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        except psycopg.Error as exc:
+            raise translate(exc, self._url, "listen") from exc
+
+    def _pump(self, conn: psycopg.Connection[Any], wake_r: int) -> QueueStoreError | None:
+        """In a worker thread: hand notifications over until ``wake_r`` is readable; the error
+        that ended it, if the connection failed."""
+        with selectors.DefaultSelector() as selector:  # any fd number, unlike select()
+            selector.register(conn.fileno(), selectors.EVENT_READ)
+            selector.register(wake_r, selectors.EVENT_READ)
+            while True:
+                try:
+                    # timeout=0: what was received (or is readable) now, without waiting.
+                    notes = conn.notifies(timeout=0)
+                    batch = [Notification(n.channel, n.payload) for n in notes]
+                except psycopg.Error as exc:
+                    return translate(exc, self._url, "receive notifications")
+                if batch:
+                    anyio.from_thread.run_sync(self._deliver, batch)
+                ready = selector.select()
+                if any(key.fd == wake_r for key, _ in ready):
+                    return None
+
+    def _deliver(self, batch: list[Notification]) -> None:
+        for notification in batch:
+            self._on_notify(notification)
+
+
+async def _wake_when_cancelled(wake_w: int) -> None:
+    """Sleep until cancelled, then wake the listener's thread (the stop byte)."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        os.write(wake_w, b"x")
