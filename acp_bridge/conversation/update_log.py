@@ -44,7 +44,8 @@ class SoonFlusher:
         self._bell, self._rung = anyio.create_memory_object_stream[None](1)
 
     def ring(self) -> None:
-        with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        closed = (anyio.BrokenResourceError, anyio.ClosedResourceError)
+        with contextlib.suppress(anyio.WouldBlock, *closed):
             self._bell.send_nowait(None)
 
     async def run(self) -> None:
