@@ -132,8 +132,11 @@ class _Methods:
                 "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
             },
-            "agentInfo": {"name": "acp-bridge-host", "title": "acp-bridge host",
-                          "version": __version__},
+            "agentInfo": {
+                "name": "acp-bridge-host",
+                "title": "acp-bridge host",
+                "version": __version__,
+            },
             "authMethods": [],
         }
 
@@ -283,9 +286,7 @@ class _Methods:
     def _room_for_a_session(self) -> None:
         count = len(self.client.sessions | self.client.watching)
         if count >= self.client.limits.max_sessions:
-            raise RpcError(
-                -32603, f"this connection has {count} sessions open, the most allowed"
-            )
+            raise RpcError(-32603, f"this connection has {count} sessions open, the most allowed")
 
 
 def _dict(value: Any) -> dict[str, Any]:

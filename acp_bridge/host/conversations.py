@@ -456,4 +456,3 @@ async def _busy_again(conversation: Conversation) -> None:
     start is committed)."""
     while conversation.queue.running is None:
         await conversation.commits.changed.wait()
-

@@ -103,7 +103,10 @@ class TestClient:
 
 @asynccontextmanager
 async def connect(
-    socket_path: Path, *, name: str = "test", initialize: bool = True,
+    socket_path: Path,
+    *,
+    name: str = "test",
+    initialize: bool = True,
     on_permission: Callable[[Any], Any] | None = None,
 ) -> AsyncIterator[TestClient]:
     stream = await anyio.connect_unix(socket_path)
