@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -177,10 +178,8 @@ def test_kill_9_of_the_host_mid_turn_loses_nothing_and_prompts_nothing_twice(
     finally:
         finish(first, signal.SIGKILL)
     if agent_pid:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(agent_pid, signal.SIGKILL)  # the orphaned agent, if it outlived us
-        except ProcessLookupError:
-            pass
     second = start_serve(*serve)
     try:
         client = LineClient(socket_path)
