@@ -422,6 +422,9 @@ class HostConversation:
         except (BridgeError, OSError, ValueError) as exc:
             self._failure = exc
             log.warning("%s: %s", self.id, exc)
+        except Exception as exc:  # one conversation's failure must not end the host
+            self._failure = exc
+            log.exception("%s: the conversation failed", self.id)
         finally:
             self.agent_state = "stopped"
             self.agent_pid = None
