@@ -211,3 +211,21 @@ async def test_a_client_loading_mid_turn_gets_every_update_once_in_order(tmp_pat
             assert first.texts() == expected
             await late.wait_for(lambda c: len(c.texts()) >= 300)
             assert late.texts() == expected  # the replay, then live: never twice, no gap
+
+
+async def test_other_session_methods_pass_to_the_agent(tmp_path: Path) -> None:
+    async with running_host(tmp_path, agent_argv("echo_agent.py")) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with connect(socket) as client:
+            sid = (await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+                "sessionId"
+            ]
+            # session/delete is not the host's: the agent answers it ({} for a known session)
+            assert await client.request("session/delete", {"sessionId": sid}) == {}
+            with pytest.raises(RpcError) as caught:  # nor the agent's: its -32601 comes back
+                await client.request("_vendor/thing", {"sessionId": sid})
+            assert caught.value.code == -32601
+            with pytest.raises(RpcError) as caught:  # not an ACP name at all: ours, -32601
+                await client.request("frobnicate", {})
+            assert caught.value.code == -32601
