@@ -416,6 +416,11 @@ class Conversation:
         self._events.close()
         self._flusher.close()
 
+    async def flush_log(self) -> None:
+        """Commit the turn's pending log entries now (a log reader wants everything so far:
+        the host, before it asks its clients about a tool call)."""
+        await self._turn_events.flush_log()
+
     @property
     def commits(self) -> GroupCommit:
         """The conversation's group commit: a reader of the event log waits on its ``changed``

@@ -282,6 +282,13 @@ class ConversationHub:
         askers = [c for c in self.attached.values() if c.answers_permissions]
         params = request.dump()
         params["sessionId"] = self.id
+        conversation = self.conversation
+        if askers and conversation is not None:
+            # The clients first see the updates so far (the tool call it is about).
+            with contextlib.suppress(QueueStoreError):
+                await conversation.flush_log()
+                while await self.catch_up():
+                    pass
         if askers:
             chosen = await _first_answer(askers, "session/request_permission", params)
             if chosen is not _NO_ANSWER:
@@ -301,6 +308,7 @@ async def _first_answer(askers: list[Client], method: str, params: dict[str, Any
     async with anyio.create_task_group() as tg:
 
         async def ask(client: Client) -> None:
+            await client.outbox.wait_handed(client.outbox.put_count)  # its updates go first
             try:
                 answer = await client.peer.request(method, params)
             except BridgeError:

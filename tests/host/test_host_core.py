@@ -68,9 +68,13 @@ async def test_two_clients_prompt_fifo_and_both_see_every_update(tmp_path: Path)
 async def test_first_permission_answer_wins(tmp_path: Path) -> None:
     asked: list[str] = []
     cancelled = anyio.Event()
+    clients: dict[str, Any] = {}
 
     async def quick(params: Any) -> Any:
         asked.append("quick")
+        call = params["toolCall"]["toolCallId"]
+        seen = [u["update"].get("toolCallId") for u in clients["fast"].updates]
+        assert call in seen  # the tool call's update came before the question about it
         allow = next(o for o in params["options"] if o["kind"] == "allow_once")
         return {"outcome": {"outcome": "selected", "optionId": allow["optionId"]}}
 
@@ -88,6 +92,7 @@ async def test_first_permission_answer_wins(tmp_path: Path) -> None:
             connect(socket, name="slow", on_permission=never) as slow,
             connect(socket, name="fast", on_permission=quick) as fast,
         ):
+            clients["fast"] = fast
             sid = (await slow.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
                 "sessionId"
             ]
