@@ -28,6 +28,7 @@ from acp_bridge.cli import (
     proxy_args,
     replay_args,
     run_args,
+    serve_args,
     store_args,
 )
 from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, HELP
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         replay_args,
         conversations_args,
         store_args,
+        serve_args,
     ):
         registrar.register(commands)
     return parser

@@ -43,7 +43,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup, TaskStatus
 
 from acp_bridge.errors import BridgeError, ConnectionClosedError, ResourceClosedError
-from acp_bridge.rpc.dispatch import RequestDispatcher, RequestHandler
+from acp_bridge.rpc.dispatch import OtherRequestHandler, RequestDispatcher, RequestHandler
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader, LineWriter
 from acp_bridge.rpc.pending import PendingCall, PendingTable
 from acp_bridge.rpc.receiving import CANCEL_REQUEST_METHOD, NotificationHandler, Receiver
@@ -125,6 +125,11 @@ class JsonRpcPeer:
     def on_request(self, method: str, handler: RequestHandler) -> None:
         """Serve ``method``: ``await handler(params)`` returns the result or raises RpcError."""
         self._dispatcher.register(method, handler)
+
+    def on_other_requests(self, handler: OtherRequestHandler) -> None:
+        """Serve every request method with no handler of its own: ``await handler(method,
+        params)`` (a relay); it raises LookupError for a method it does not serve."""
+        self._dispatcher.other = handler
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle notifications of ``method`` inline, in arrival order."""
@@ -343,6 +348,21 @@ class JsonRpcPeer:
                 await self._writer.send_line(line, wait_written=True)
                 return True
             return False
+        except (ConnectionClosedError, ResourceClosedError) as exc:
+            self._raise_closed(exc)
+
+    async def send_lines(self, data: bytes, *, wait_written: bool = False) -> None:
+        """Write complete lines encoded already (each one JSON-RPC message ending in a
+        newline), in order with everything else this peer sends: a fan-out encodes a message
+        once for many peers. Not shown to the observers.
+
+        Raises:
+            ConnectionClosedError, ResourceClosedError: as for request().
+        """
+        if self._closed_reason is not None:
+            raise _fresh(self._closed_reason) from self._closed_reason
+        try:
+            await self._writer.send_line(data, wait_written=wait_written)
         except (ConnectionClosedError, ResourceClosedError) as exc:
             self._raise_closed(exc)
 

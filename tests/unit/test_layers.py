@@ -50,6 +50,22 @@ ALLOWED = {
         "agents",
         "safe_files",
         "pgstore",
+        "host",
+    },
+    # The conversation host (issue 22): between cli/ and conversation/ + proxy/; never cli/.
+    "host": {
+        "errors",
+        "record",
+        "clock",
+        "version",
+        "wire",
+        "rpc",
+        "process",
+        "core",
+        "client",
+        "conversation",
+        "proxy",
+        "safe_files",
     },
     # The built-in reference agent: a separate program on the protocol's lower layers only.
     "agents": {"errors", "record", "version", "wire", "rpc", "sqlite_wal", "safe_files"},
@@ -78,6 +94,7 @@ PURE_MODULES = [
     "proxy/recording.py",
     "proxy/script.py",
     "agents/tools.py",
+    "host/log_view.py",
 ]
 IMPURE_IMPORTS = {"anyio", "trio", "asyncio", "os", "signal", "time", "subprocess", "socket"}
 
