@@ -1,0 +1,529 @@
+"""The client side of the conversation host: reaching whoever owns a conversation (issue 22).
+
+Whoever owns a conversation serves the host's endpoint protocol: ``acp-bridge serve`` for the
+conversations it holds (its socket, ``host/endpoint.default_socket_path``), and a ``run`` or
+``chat`` for its one conversation (the socket its lock file names). The client verbs
+(``send``, ``watch``, ``cancel``, ``status``) find the owner in that order (:func:`read_owner_lock`,
+:func:`candidate_endpoints`), connect (:func:`connect_host`), check that the host serves the
+store they were given, and call the host's ``_acp_bridge/*`` methods (:class:`HostClient`).
+
+Transports. An :class:`Endpoint` is a Unix socket path, or a ``ws://``/``wss://`` URL with a
+bearer token (``attach --host``). :func:`open_endpoint_stream` gives an anyio byte stream of
+newline-delimited JSON-RPC either way; the WebSocket one comes from
+``acp_bridge.host.websocket.connect_websocket``, imported only when a URL is used.
+
+Errors. Every failure is a :class:`HostClientError` naming the endpoint and what happened:
+:class:`NoHostError` (nothing listens there), :class:`HostUnusableError` (it is there but not
+ours to use: permission denied, a host of another store), :class:`HostFailedError` (it closed
+the connection mid-answer, sent a line that is not JSON-RPC, did not answer in time, or
+answered something malformed), :class:`HostRequestError` (it answered the request with a
+JSON-RPC error). The caller owns the deadlines (``connect_timeout_s`` and
+``request_timeout_s`` are the named settings passed in).
+
+Shutdown: leaving :func:`connect_host` closes the JSON-RPC peer (pending calls fail at once),
+then the stream, shielded; an open watch ends with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from anyio.abc import ByteStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from acp_bridge.errors import (
+    BridgeError,
+    ConnectionClosedError,
+    ErrorCode,
+    ResourceClosedError,
+    RpcError,
+)
+from acp_bridge.rpc.peer import Direction, JsonRpcPeer
+from acp_bridge.version import __version__
+from acp_bridge.wire.initialize import PROTOCOL_VERSION
+
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "REQUEST_TIMEOUT_S",
+    "WATCH_BUFFER",
+    "Endpoint",
+    "HostClient",
+    "HostClientError",
+    "HostFailedError",
+    "HostInfo",
+    "HostRequestError",
+    "HostUnusableError",
+    "NoHostError",
+    "OwnerLock",
+    "WatchItem",
+    "candidate_endpoints",
+    "connect_host",
+    "open_endpoint_stream",
+    "read_owner_lock",
+    "same_store",
+    "text_content",
+]
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S: Final = 5.0
+"""How long connecting and the greeting (``initialize`` + ``_acp_bridge/hello``) may take: a
+host that accepts but does not answer in this time is reported failed, not waited for."""
+REQUEST_TIMEOUT_S: Final = 30.0
+"""How long one ``_acp_bridge/*`` call may take. ``send`` is answered once the message is
+committed (not when its turn ends), so this bounds a commit, never a turn."""
+WATCH_BUFFER: Final = 256
+"""Events a watch holds for its reader; past it the reader of the connection waits (the
+host's outbox for us fills, and the host cuts us off at its bound, never slowing the agent)."""
+_LOCK_BYTES: Final = 4096
+"""The most of a lock file read (a pid and a socket path)."""
+EVENT_METHOD: Final = "_acp_bridge/event"
+DISCONNECTED_METHOD: Final = "_acp_bridge/disconnected"
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+class HostClientError(BridgeError):
+    """Reaching or using a conversation's owner failed; the text names the endpoint."""
+
+
+class NoHostError(HostClientError):
+    """Nothing listens at the endpoint (no socket file, or a stale one nobody accepts on)."""
+
+
+class HostUnusableError(HostClientError):
+    """Something is there but not ours to use: permission denied, or a host of another store."""
+
+
+class HostFailedError(HostClientError):
+    """The host broke the exchange: closed mid-answer, sent garbage, did not answer in time, or
+    answered something malformed."""
+
+
+class HostRequestError(HostClientError):
+    """The host answered a request with a JSON-RPC error (``code``, ``message``, ``data``)."""
+
+    def __init__(self, text: str, error: RpcError) -> None:
+        super().__init__(text)
+        self.code = error.code
+        self.message = error.message
+        self.data = error.data
+
+    @property
+    def is_usage(self) -> bool:
+        """The request named something that does not exist or is not allowed (a usage error),
+        rather than the host failing."""
+        return self.code in {
+            ErrorCode.INVALID_PARAMS,
+            ErrorCode.METHOD_NOT_FOUND,
+            ErrorCode.RESOURCE_NOT_FOUND,
+        }
+
+
+# -- where the owner is ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a host is: a Unix ``socket`` path, or a WebSocket ``url`` (with ``token``)."""
+
+    socket: Path | None = None
+    url: str | None = None
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.socket is None) == (self.url is None):
+            raise ValueError("an endpoint is a socket path or a URL, exactly one")
+
+    def __str__(self) -> str:
+        return str(self.socket) if self.socket is not None else str(self.url)
+
+
+@dataclass(frozen=True)
+class OwnerLock:
+    """What a conversation's lock file says: the owner's pid, and the socket it serves the
+    conversation on (None for an owner that serves none); ``alive``: that pid runs."""
+
+    pid: int | None
+    socket: Path | None
+    alive: bool
+
+
+def read_owner_lock(lock_file: Path) -> OwnerLock | None:
+    """The owner a lock file names, or None when it names none (no file, or an empty one: the
+    last owner released it). Reads only: the lock itself is never taken, so a verb can never
+    make an owner starting at that moment believe the conversation busy.
+
+    The file holds the owner's pid on its first line; an owner that serves an endpoint writes
+    its socket path on a later line (bare, or as ``socket=PATH``/``socket PATH``).
+    """
+    try:
+        fd = os.open(lock_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, _LOCK_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    lines = data.decode("utf-8", "replace").splitlines()
+    if not lines or not lines[0].strip():
+        return None
+    first = lines[0].strip()
+    pid = int(first) if first.isdigit() else None
+    socket: Path | None = None
+    for line in lines[1:]:
+        text = line.strip()
+        for prefix in ("socket=", "socket "):
+            if text.startswith(prefix):
+                text = text[len(prefix) :].strip()
+        if text.startswith("/"):
+            socket = Path(text)
+            break
+    return OwnerLock(pid, socket, _is_alive(pid))
+
+
+def _is_alive(pid: int | None) -> bool:
+    if pid is None or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def candidate_endpoints(lock: OwnerLock | None, host_socket: Path) -> list[Endpoint]:
+    """Where to look for a conversation's owner, in order: the socket its live owner's lock
+    names, then the host's socket."""
+    found: list[Endpoint] = []
+    if lock is not None and lock.alive and lock.socket is not None:
+        found.append(Endpoint(socket=lock.socket))
+    if not found or found[0].socket != host_socket:
+        found.append(Endpoint(socket=host_socket))
+    return found
+
+
+def same_store(host_store: str, store: Path) -> bool:
+    """Whether a host's ``store`` (as its hello names it) is the store at ``store``."""
+    if "://" in host_store:
+        return host_store == str(store)
+    return os.path.realpath(host_store) == os.path.realpath(store)
+
+
+# -- connecting ------------------------------------------------------------------------------
+
+
+async def open_endpoint_stream(endpoint: Endpoint) -> ByteStream:
+    """A byte stream of newline-delimited JSON-RPC to ``endpoint``. The caller owns the
+    deadline.
+
+    Raises:
+        NoHostError: nothing listens there.
+        HostUnusableError: permission denied, or the path is not a socket.
+        HostFailedError: the connection failed otherwise.
+    """
+    if endpoint.url is not None:
+        # The seam for remote hosts (attach --host): the WebSocket transport gives a stream
+        # that carries one JSON-RPC message per line, like the Unix socket. Imported only
+        # when a URL is used (and only present in builds that have the transport).
+        try:
+            websocket = importlib.import_module("acp_bridge.host.websocket")
+        except ImportError as exc:
+            raise HostUnusableError(
+                f"{endpoint.url}: this acp-bridge has no WebSocket transport"
+            ) from exc
+        stream: ByteStream = await websocket.connect_websocket(endpoint.url, token=endpoint.token)
+        return stream
+    assert endpoint.socket is not None
+    try:
+        return await anyio.connect_unix(endpoint.socket)
+    except (FileNotFoundError, ConnectionRefusedError) as exc:
+        raise NoHostError(f"no host is listening on {endpoint.socket}") from exc
+    except PermissionError as exc:
+        raise HostUnusableError(
+            f"{endpoint.socket}: permission denied (a socket of another user?)"
+        ) from exc
+    except OSError as exc:
+        if exc.errno in {errno.ENOTSOCK, errno.ENOTDIR}:
+            raise HostUnusableError(f"{endpoint.socket}: not a socket") from exc
+        if exc.errno == errno.ECONNREFUSED:
+            raise NoHostError(f"no host is listening on {endpoint.socket}") from exc
+        reason = exc.strerror or type(exc).__name__
+        raise HostFailedError(f"cannot connect to {endpoint.socket}: {reason}") from exc
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """A host's answer to ``_acp_bridge/hello``."""
+
+    pid: int | None
+    store: str
+    version: str
+    socket: str | None
+
+
+@dataclass(frozen=True)
+class WatchItem:
+    """One event of a watched conversation: its ``cursor`` (the store's event-log id; resume
+    after it with ``from``) and the event as ``run --json`` prints it."""
+
+    cursor: int
+    event: dict[str, Any]
+
+
+@contextlib.asynccontextmanager
+async def connect_host(
+    endpoint: Endpoint,
+    *,
+    store: Path | None = None,
+    client_name: str = "acp-bridge",
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
+) -> AsyncIterator[HostClient]:
+    """Connect to ``endpoint``, greet it (``initialize``, ``_acp_bridge/hello``), and yield a
+    :class:`HostClient`. With ``store``, a host that serves another store is refused.
+
+    Raises:
+        NoHostError, HostUnusableError, HostFailedError: see the module's text.
+    """
+    try:
+        with anyio.fail_after(connect_timeout_s):
+            stream = await open_endpoint_stream(endpoint)
+    except TimeoutError as exc:
+        raise HostFailedError(
+            f"connecting to {endpoint} took over {connect_timeout_s:g} s"
+        ) from exc
+    try:
+        async with anyio.create_task_group() as task_group:
+            client = HostClient(stream, endpoint, request_timeout_s=request_timeout_s)
+            await task_group.start(client.peer.run)
+            task_group.start_soon(client.watch_closing)
+            try:
+                await client.greet(store, client_name, timeout_s=connect_timeout_s)
+                yield client
+            finally:
+                await client.peer.aclose()
+    except BaseExceptionGroup as group:
+        # The caller's own exception (or the greeting's) comes back wrapped by the task group:
+        # hand it back unwrapped when it is alone.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+class HostClient:
+    """The ``_acp_bridge/*`` calls to one connected host. Use :func:`connect_host`."""
+
+    def __init__(
+        self,
+        stream: ByteStream,
+        endpoint: Endpoint,
+        *,
+        request_timeout_s: float,
+    ) -> None:
+        self.endpoint = endpoint
+        self.info: HostInfo | None = None
+        self.peer = JsonRpcPeer(stream, stream, name=f"host {endpoint}")
+        self.peer.add_observer(self._observe)
+        self.peer.on_notification(EVENT_METHOD, self._on_event)
+        self.peer.on_notification(DISCONNECTED_METHOD, self._on_disconnected)
+        self._request_timeout_s = request_timeout_s
+        self._garbage: bytes | None = None
+        self._watches: dict[str, MemoryObjectSendStream[WatchItem]] = {}
+        self.disconnect_reason: str | None = None
+        """The reason the host gave when it cut us off (``_acp_bridge/disconnected``)."""
+
+    def __repr__(self) -> str:
+        return f"<HostClient {self.endpoint} [{'closed' if self.peer.is_closed else 'open'}]>"
+
+    @property
+    def is_closed(self) -> bool:
+        return self.peer.is_closed
+
+    # -- the calls ---------------------------------------------------------------------------
+
+    async def greet(self, store: Path | None, client_name: str, *, timeout_s: float) -> HostInfo:
+        """``initialize`` then ``_acp_bridge/hello``; refuses a host of another store."""
+        await self.call(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {},
+                "clientInfo": {"name": client_name, "version": __version__},
+            },
+            timeout_s=timeout_s,
+        )
+        answer = await self.call("_acp_bridge/hello", {}, timeout_s=timeout_s)
+        host = answer.get("host")
+        if not isinstance(host, dict) or not isinstance(host.get("store"), str):
+            raise self._malformed("_acp_bridge/hello", answer)
+        pid = host.get("pid")
+        info = HostInfo(
+            pid=pid if isinstance(pid, int) else None,
+            store=host["store"],
+            version=str(host.get("version", "?")),
+            socket=host.get("socket") if isinstance(host.get("socket"), str) else None,
+        )
+        if store is not None and not same_store(info.store, store):
+            raise HostUnusableError(
+                f"the host on {self.endpoint} (pid {info.pid}) serves the store {info.store}, "
+                f"not {store}; give the matching --store, or another --socket"
+            )
+        self.info = info
+        return info
+
+    async def status(self, conversation_id: str | None = None) -> list[dict[str, Any]]:
+        """The host's open conversations (or only ``conversation_id``), as it reports them."""
+        params = {} if conversation_id is None else {"conversationId": conversation_id}
+        answer = await self.call("_acp_bridge/status", params)
+        rows = answer.get("conversations")
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            raise self._malformed("_acp_bridge/status", answer)
+        return rows
+
+    async def send(
+        self,
+        conversation_id: str,
+        content: Sequence[dict[str, Any]],
+        *,
+        interrupt: bool = False,
+        steer: bool = False,
+        label: str | None = None,
+    ) -> int:
+        """Queue a message; its seq, once the host committed it (not when its turn ends)."""
+        params: dict[str, Any] = {"conversationId": conversation_id, "content": list(content)}
+        if interrupt:
+            params["interrupt"] = True
+        if steer:
+            params["steer"] = True
+        if label is not None:
+            params["label"] = label
+        answer = await self.call("_acp_bridge/send", params)
+        seq = answer.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise self._malformed("_acp_bridge/send", answer)
+        return seq
+
+    async def cancel(self, conversation_id: str) -> tuple[bool, int | None]:
+        """Cancel the running turn: (whether one was cancelled, its message's seq)."""
+        answer = await self.call("_acp_bridge/cancel", {"conversationId": conversation_id})
+        cancelled = answer.get("cancelled")
+        if not isinstance(cancelled, bool):
+            raise self._malformed("_acp_bridge/cancel", answer)
+        seq = answer.get("seq")
+        return cancelled, seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+    @contextlib.asynccontextmanager
+    async def watch(
+        self, conversation_id: str, from_cursor: int | None = None
+    ) -> AsyncIterator[MemoryObjectReceiveStream[WatchItem]]:
+        """The conversation's events: those stored after ``from_cursor`` (all when None), then
+        live ones. The stream ends when the connection does (see :attr:`disconnect_reason`)."""
+        if conversation_id in self._watches:
+            raise ValueError(f"already watching {conversation_id}")
+        send, receive = anyio.create_memory_object_stream[WatchItem](WATCH_BUFFER)
+        self._watches[conversation_id] = send
+        try:
+            params: dict[str, Any] = {"conversationId": conversation_id}
+            if from_cursor is not None:
+                params["from"] = from_cursor
+            answer = await self.call("_acp_bridge/watch", params)
+            if not isinstance(answer.get("cursor"), int):
+                raise self._malformed("_acp_bridge/watch", answer)
+            with receive:
+                yield receive
+        finally:
+            self._watches.pop(conversation_id, None)
+            send.close()
+
+    async def call(self, method: str, params: Any, *, timeout_s: float | None = None) -> Any:
+        """One request with the deadline, its failures as :class:`HostClientError`."""
+        limit = self._request_timeout_s if timeout_s is None else timeout_s
+        try:
+            with anyio.fail_after(limit):
+                answer = await self.peer.request(method, params)
+        except TimeoutError as exc:
+            raise HostFailedError(
+                self._unanswered(method, f"did not answer in {limit:g} s")
+            ) from exc
+        except RpcError as exc:
+            raise HostRequestError(
+                f"the host on {self.endpoint} refused {method}: {exc.message}"
+                + (f" ({_shown(exc.data)})" if exc.data is not None else ""),
+                exc,
+            ) from exc
+        except (ConnectionClosedError, ResourceClosedError) as exc:
+            reason = f": {self.disconnect_reason}" if self.disconnect_reason else ""
+            raise HostFailedError(
+                self._unanswered(method, f"closed the connection before answering{reason}")
+            ) from exc
+        if not isinstance(answer, dict):
+            raise self._malformed(method, answer)
+        return answer
+
+    # -- what the host sends unasked ------------------------------------------------------------
+
+    async def _on_event(self, params: Any) -> None:
+        if not isinstance(params, dict):
+            return
+        watch = self._watches.get(str(params.get("conversationId")))
+        cursor, event = params.get("cursor"), params.get("event")
+        if watch is None or not isinstance(cursor, int) or not isinstance(event, dict):
+            return
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await watch.send(WatchItem(cursor, event))  # a slow reader slows this connection
+
+    def _on_disconnected(self, params: Any) -> None:
+        reason = params.get("reason") if isinstance(params, dict) else None
+        self.disconnect_reason = str(reason) if reason else "the host cut the connection"
+
+    async def watch_closing(self) -> None:
+        """When the connection ends, every watch's stream ends too."""
+        await self.peer.wait_closed()
+        for send in list(self._watches.values()):
+            send.close()
+
+    def _observe(self, direction: Direction, line: bytes) -> None:
+        if direction == "in" and self._garbage is None and not line.lstrip().startswith(b"{"):
+            self._garbage = line[:80]
+
+    # -- texts -------------------------------------------------------------------------------
+
+    def _unanswered(self, method: str, what: str) -> str:
+        text = f"the host on {self.endpoint} {what} ({method})"
+        if self._garbage is not None:
+            text += f"; it sent a line that is not JSON-RPC: {self._garbage!r}"
+        return text
+
+    def _malformed(self, method: str, answer: Any) -> HostFailedError:
+        return HostFailedError(
+            f"the host on {self.endpoint} answered {method} with something malformed: "
+            f"{_shown(answer)}"
+        )
+
+
+def text_content(text: str) -> list[dict[str, Any]]:
+    """A message's ACP content: one text block."""
+    return [{"type": "text", "text": text}]
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:199] + "\u2026"
