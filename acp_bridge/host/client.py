@@ -29,15 +29,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import json
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import ByteStream
+from anyio.abc import ByteReceiveStream, ByteSendStream, ByteStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from acp_bridge.errors import (
@@ -47,6 +48,7 @@ from acp_bridge.errors import (
     ResourceClosedError,
     RpcError,
 )
+from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader
 from acp_bridge.rpc.peer import Direction, JsonRpcPeer
 from acp_bridge.version import __version__
 from acp_bridge.wire.initialize import PROTOCOL_VERSION
@@ -64,13 +66,16 @@ __all__ = [
     "HostUnusableError",
     "NoHostError",
     "OwnerLock",
+    "RelayTargetGoneError",
     "WatchItem",
     "candidate_endpoints",
     "connect_host",
     "open_endpoint_stream",
     "read_owner_lock",
+    "relay_lines",
     "same_store",
     "text_content",
+    "with_agent_choice",
 ]
 
 log = logging.getLogger(__name__)
@@ -108,6 +113,10 @@ class HostUnusableError(HostClientError):
 class HostFailedError(HostClientError):
     """The host broke the exchange: closed mid-answer, sent garbage, did not answer in time, or
     answered something malformed."""
+
+
+class RelayTargetGoneError(ConnectionClosedError):
+    """The side :func:`relay_lines` writes to went away (its reader closed it)."""
 
 
 class HostRequestError(HostClientError):
@@ -342,6 +351,7 @@ class HostClient:
         self.info: HostInfo | None = None
         self.peer = JsonRpcPeer(stream, stream, name=f"host {endpoint}")
         self.peer.add_observer(self._observe)
+        self.peer.invalid_log_level = logging.DEBUG  # said in our own words (_unanswered)
         self.peer.on_notification(EVENT_METHOD, self._on_event)
         self.peer.on_notification(DISCONNECTED_METHOD, self._on_disconnected)
         self._request_timeout_s = request_timeout_s
@@ -517,6 +527,68 @@ class HostClient:
             f"the host on {self.endpoint} answered {method} with something malformed: "
             f"{_shown(answer)}"
         )
+
+
+# -- attach: relaying an editor's lines -------------------------------------------------------
+
+
+def with_agent_choice(line: bytes, agent: str | None, command: Sequence[str] = ()) -> bytes:
+    """``line`` with the agent choice in a ``session/new`` request's
+    ``_meta.acpBridge`` (``agent``: a name; ``agentCommand``: an argv), unless the request
+    names one already. Every other line, and a line that is not a JSON object, comes back as
+    it was, byte for byte."""
+    if (agent is None and not command) or b'"session/new"' not in line:
+        return line
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(message, dict) or message.get("method") != "session/new":
+        return line
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return line
+    meta = params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    ours = meta.get("acpBridge")
+    ours = ours if isinstance(ours, dict) else {}
+    if "agent" in ours or "agentCommand" in ours:
+        return line
+    choice: dict[str, Any] = {"agent": agent} if agent is not None else {}
+    if command:
+        choice["agentCommand"] = list(command)
+    params["_meta"] = {**meta, "acpBridge": {**ours, **choice}}
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+async def relay_lines(
+    source: ByteReceiveStream,
+    sink: ByteSendStream,
+    *,
+    rewrite: Callable[[bytes], bytes] | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> None:
+    """Copy newline-delimited lines from ``source`` to ``sink`` (each through ``rewrite``)
+    until ``source`` ends. One line at a time, written before the next is read: the bound is
+    one line (``max_line_bytes``), and a slow ``sink`` slows the reading (backpressure).
+
+    Raises:
+        FramingError: a line over ``max_line_bytes``.
+        RelayTargetGoneError: ``sink`` went away.
+        ConnectionClosedError: ``source`` broke its stream.
+    """
+    reader = LineReader(source, max_line_bytes=max_line_bytes)
+    while True:
+        try:
+            line = await reader.receive_line()
+        except anyio.EndOfStream:
+            return
+        if rewrite is not None:
+            line = rewrite(line)
+        try:
+            await sink.send(line + b"\n")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise RelayTargetGoneError("the side written to went away") from exc
 
 
 def text_content(text: str) -> list[dict[str, Any]]:

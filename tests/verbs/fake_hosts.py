@@ -92,3 +92,24 @@ def verb(
         env=ENV,
         timeout=timeout,
     )
+
+
+def make_store(directory: Path, conversation_id: str = "c-fake") -> Path:
+    """A store at ``directory/s.db`` holding one conversation (the echo agent's, in ROOT)."""
+    from acp_bridge.conversation.store import QueueStore
+
+    path = directory / "s.db"
+    with QueueStore.open(path) as store:
+        store.create_conversation(
+            conversation_id, agent={"argv": ECHO}, cwd=str(ROOT), config={}, now=1.0
+        )
+    return path
+
+
+def lock_file(store: Path, conversation_id: str) -> Path:
+    """The conversation's lock file (made as an owner makes it: directory 0700, file 0600)."""
+    directory = store.parent / f"{store.name}.locks"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    path = directory / f"{conversation_id}.lock"
+    path.touch(mode=0o600)
+    return path
