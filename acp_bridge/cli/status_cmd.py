@@ -27,7 +27,8 @@ from acp_bridge.cli.verb_owner import (
 )
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store import QueueStore
-from acp_bridge.host.client import Endpoint, HostClient
+from acp_bridge.errors import ErrorCode
+from acp_bridge.host.client import Endpoint, HostClient, HostRequestError
 
 __all__ = ["status_command"]
 
@@ -62,12 +63,20 @@ async def _status(args: argparse.Namespace) -> int:
     async with AsyncExitStack() as stack:
         client = await open_owner(stack, owner.endpoints, store, timeout_s=args.timeout)
         if client is not None:
-            found = await client.status(record.id)
+            try:
+                found = await client.status(record.id)
+            except HostRequestError as exc:
+                if exc.code != ErrorCode.RESOURCE_NOT_FOUND:
+                    raise
+                found = []  # not held open there: the store's word
             if found:
                 _print(args, [_owned(row, client) for row in found], empty="")
                 return EXIT_OK
+            state = "not open"  # the owner answered, and does not hold it open
+        else:
+            state = "no host"
     with open_store(store) as opened:
-        rows = [_stored(opened, record)] if opened is not None else []
+        rows = [_stored(opened, record, state)] if opened is not None else []
     _print(args, rows, empty=f"no stored conversation {record.id} in {store}")
     return EXIT_OK
 
@@ -78,13 +87,15 @@ def _owned(row: dict[str, Any], client: HostClient) -> dict[str, Any]:
     return {**row, "owner": owner}
 
 
-def _stored(store: QueueStore, record: ConversationRecord) -> dict[str, Any]:
+def _stored(
+    store: QueueStore, record: ConversationRecord, state: str = "no host"
+) -> dict[str, Any]:
     messages = store.messages(record.id, ["queued", "running"])
     running = [m.seq for m in messages if m.state == "running"]
     return {
         "conversationId": record.id,
         "agent": agent_name(record),
-        "agentState": "no host",
+        "agentState": state,
         "pid": None,
         "queueDepth": sum(1 for m in messages if m.state == "queued"),
         "runningSeq": running[0] if running else None,

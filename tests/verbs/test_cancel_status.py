@@ -83,3 +83,14 @@ def test_status_against_a_host_that_answers_garbage_is_exit_3() -> None:
         assert result.returncode == 3
         assert "not JSON-RPC" in result.stderr
         assert result.stdout == ""
+
+
+def test_status_of_a_conversation_the_host_does_not_hold_is_the_stores_marked_not_open() -> None:
+    with short_dir() as d:
+        store = make_store(d)
+        with fake_host(d, "--fail", "_acp_bridge/status:notfound", store=store) as host:
+            result = verb("status", "c-fake", "--json", "--store", str(store), "--socket",
+                          str(host.socket))  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        row = json.loads(result.stdout)
+        assert row["agentState"] == "not open" and row["owner"] is None
