@@ -25,7 +25,6 @@ import anyio
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
 from acp_bridge.cli.options import default_store_path
-from acp_bridge.cli.owner import lock_path
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.errors import QueueStoreError
@@ -37,12 +36,11 @@ from acp_bridge.host.client import (
     HostRequestError,
     HostUnusableError,
     NoHostError,
-    OwnerLock,
     candidate_endpoints,
     connect_host,
-    read_owner_lock,
 )
 from acp_bridge.host.endpoint import default_socket_path
+from acp_bridge.host.owner import OwnerInfo, read_owner
 
 __all__ = [
     "Owner",
@@ -154,21 +152,21 @@ def agent_name(record: ConversationRecord) -> str:
 
 @dataclass(frozen=True)
 class Owner:
-    """Where a conversation's owner may be: its lock (None: no owner named there) and the
-    endpoints to try, in order."""
+    """Where a conversation's owner may be: its live owner as the lock says (None: nobody
+    holds the lock) and the endpoints to try, in order."""
 
-    lock: OwnerLock | None
+    lock: OwnerInfo | None
     endpoints: list[Endpoint]
 
     def absent_owner_text(self, conversation_id: str) -> str:
         """Why nobody answered for ``conversation_id``, for a line on stderr."""
         lock = self.lock
-        if lock is not None and lock.alive and lock.socket is None:
+        if lock is not None and lock.socket is None:
             return (
                 f"conversation {conversation_id} is owned by process {lock.pid}, which serves "
                 "no endpoint (an older acp-bridge?)"
             )
-        if lock is not None and lock.alive:
+        if lock is not None:
             return (
                 f"the owner of conversation {conversation_id} (process {lock.pid}) did not "
                 f"answer on {lock.socket}, and no host answered"
@@ -177,7 +175,9 @@ class Owner:
 
 
 def owner_endpoints(store: Path, conversation_id: str, socket: Path) -> Owner:
-    lock = read_owner_lock(lock_path(store, conversation_id))
+    """Where the owner of ``conversation_id`` may answer: the socket the live holder of its
+    lock serves (if any), then the host's."""
+    lock = read_owner(store, conversation_id)
     return Owner(lock, candidate_endpoints(lock, socket))
 
 

@@ -2,10 +2,12 @@
 
 Whoever owns a conversation serves the host's endpoint protocol: ``acp-bridge serve`` for the
 conversations it holds (its socket, ``host/endpoint.default_socket_path``), and a ``run`` or
-``chat`` for its one conversation (the socket its lock file names). The client verbs
-(``send``, ``watch``, ``cancel``, ``status``) find the owner in that order (:func:`read_owner_lock`,
-:func:`candidate_endpoints`), connect (:func:`connect_host`), check that the host serves the
+``chat`` for its one conversation (the socket its lock file names, ``host/owner.read_owner``).
+The client verbs (``send``, ``watch``, ``cancel``, ``status``) try those in that order
+(:func:`candidate_endpoints`), connect (:func:`connect_host`), check that the host serves the
 store they were given, and call the host's ``_acp_bridge/*`` methods (:class:`HostClient`).
+``attach`` relays an editor's lines to the host as they are (:func:`relay_lines`), adding the
+agent choice to a ``session/new`` (:func:`with_agent_choice`).
 
 Transports. An :class:`Endpoint` is a Unix socket path, or a ``ws://``/``wss://`` URL with a
 bearer token (``attach --host``). :func:`open_endpoint_stream` gives an anyio byte stream of
@@ -48,6 +50,7 @@ from acp_bridge.errors import (
     ResourceClosedError,
     RpcError,
 )
+from acp_bridge.host.owner import OwnerInfo
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader
 from acp_bridge.rpc.peer import Direction, JsonRpcPeer
 from acp_bridge.version import __version__
@@ -65,13 +68,11 @@ __all__ = [
     "HostRequestError",
     "HostUnusableError",
     "NoHostError",
-    "OwnerLock",
     "RelayTargetGoneError",
     "WatchItem",
     "candidate_endpoints",
     "connect_host",
     "open_endpoint_stream",
-    "read_owner_lock",
     "relay_lines",
     "same_store",
     "text_content",
@@ -89,8 +90,6 @@ committed (not when its turn ends), so this bounds a commit, never a turn."""
 WATCH_BUFFER: Final = 256
 """Events a watch holds for its reader; past it the reader of the connection waits (the
 host's outbox for us fills, and the host cuts us off at its bound, never slowing the agent)."""
-_LOCK_BYTES: Final = 4096
-"""The most of a lock file read (a pid and a socket path)."""
 EVENT_METHOD: Final = "_acp_bridge/event"
 DISCONNECTED_METHOD: Final = "_acp_bridge/disconnected"
 
@@ -158,69 +157,12 @@ class Endpoint:
         return str(self.socket) if self.socket is not None else str(self.url)
 
 
-@dataclass(frozen=True)
-class OwnerLock:
-    """What a conversation's lock file says: the owner's pid, and the socket it serves the
-    conversation on (None for an owner that serves none); ``alive``: that pid runs."""
-
-    pid: int | None
-    socket: Path | None
-    alive: bool
-
-
-def read_owner_lock(lock_file: Path) -> OwnerLock | None:
-    """The owner a lock file names, or None when it names none (no file, or an empty one: the
-    last owner released it). Reads only: the lock itself is never taken, so a verb can never
-    make an owner starting at that moment believe the conversation busy.
-
-    The file holds the owner's pid on its first line; an owner that serves an endpoint writes
-    its socket path on a later line (bare, or as ``socket=PATH``/``socket PATH``).
-    """
-    try:
-        fd = os.open(lock_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, _LOCK_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    lines = data.decode("utf-8", "replace").splitlines()
-    if not lines or not lines[0].strip():
-        return None
-    first = lines[0].strip()
-    pid = int(first) if first.isdigit() else None
-    socket: Path | None = None
-    for line in lines[1:]:
-        text = line.strip()
-        for prefix in ("socket=", "socket "):
-            if text.startswith(prefix):
-                text = text[len(prefix) :].strip()
-        if text.startswith("/"):
-            socket = Path(text)
-            break
-    return OwnerLock(pid, socket, _is_alive(pid))
-
-
-def _is_alive(pid: int | None) -> bool:
-    if pid is None or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
-
-
-def candidate_endpoints(lock: OwnerLock | None, host_socket: Path) -> list[Endpoint]:
-    """Where to look for a conversation's owner, in order: the socket its live owner's lock
-    names, then the host's socket."""
+def candidate_endpoints(owner: OwnerInfo | None, host_socket: Path) -> list[Endpoint]:
+    """Where to look for a conversation's owner, in order: the socket its live owner serves
+    (``owner``, from :func:`acp_bridge.host.owner.read_owner`), then the host's socket."""
     found: list[Endpoint] = []
-    if lock is not None and lock.alive and lock.socket is not None:
-        found.append(Endpoint(socket=lock.socket))
+    if owner is not None and owner.socket is not None:
+        found.append(Endpoint(socket=owner.socket))
     if not found or found[0].socket != host_socket:
         found.append(Endpoint(socket=host_socket))
     return found

@@ -106,10 +106,16 @@ def make_store(directory: Path, conversation_id: str = "c-fake") -> Path:
     return path
 
 
-def lock_file(store: Path, conversation_id: str) -> Path:
-    """The conversation's lock file (made as an owner makes it: directory 0700, file 0600)."""
-    directory = store.parent / f"{store.name}.locks"
-    directory.mkdir(mode=0o700, exist_ok=True)
-    path = directory / f"{conversation_id}.lock"
-    path.touch(mode=0o600)
-    return path
+@contextmanager
+def owning(store: Path, conversation_id: str, socket: Path | None) -> Iterator[None]:
+    """This process owns the conversation (its lock held), as a run or chat would, serving
+    its endpoint on ``socket`` (None: serving none, as an older owner)."""
+    from acp_bridge.host.owner import ConversationOwner
+
+    owner = ConversationOwner(store, conversation_id)
+    owner.acquire()
+    try:
+        owner.set_socket(socket)
+        yield
+    finally:
+        owner.release()

@@ -14,12 +14,11 @@ from acp_bridge.host.client import (
     HostRequestError,
     HostUnusableError,
     NoHostError,
-    OwnerLock,
     candidate_endpoints,
     connect_host,
-    read_owner_lock,
     text_content,
 )
+from acp_bridge.host.owner import OwnerInfo
 from tests.verbs.fake_hosts import fake_host, short_dir
 
 pytestmark = pytest.mark.anyio
@@ -119,26 +118,12 @@ async def test_a_socket_of_no_permission_is_unusable() -> None:
                 pass
 
 
-def test_the_lock_file_names_the_owner_and_its_socket(tmp_path: Path) -> None:
-    lock = tmp_path / "c.lock"
-    assert read_owner_lock(lock) is None  # no file
-    lock.write_text("")
-    assert read_owner_lock(lock) is None  # released
-    lock.write_text(f"{os.getpid()}\n")
-    assert read_owner_lock(lock) == OwnerLock(os.getpid(), None, True)
-    lock.write_text(f"{os.getpid()}\nsocket=/run/x/c-1.sock\n")
-    assert read_owner_lock(lock) == OwnerLock(os.getpid(), Path("/run/x/c-1.sock"), True)
-    lock.write_text("999999999\n/run/x/c-1.sock\n")  # a dead owner's (kill -9) leftovers
-    assert read_owner_lock(lock) == OwnerLock(999999999, Path("/run/x/c-1.sock"), False)
-
-
 def test_a_live_owner_socket_goes_before_the_host_socket() -> None:
     host = Path("/run/h.sock")
-    live = OwnerLock(1, Path("/run/c.sock"), True)
-    dead = OwnerLock(1, Path("/run/c.sock"), False)
+    live = OwnerInfo(1, Path("/run/c.sock"))
     assert candidate_endpoints(live, host) == [
         Endpoint(socket=Path("/run/c.sock")),
         Endpoint(socket=host),
     ]
-    assert candidate_endpoints(dead, host) == [Endpoint(socket=host)]
+    assert candidate_endpoints(OwnerInfo(1, None), host) == [Endpoint(socket=host)]
     assert candidate_endpoints(None, host) == [Endpoint(socket=host)]

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from acp_bridge.conversation.store import QueueStore
-from tests.verbs.fake_hosts import ECHO, fake_host, lock_file, make_store, short_dir, verb
+from tests.verbs.fake_hosts import ECHO, fake_host, make_store, owning, short_dir, verb
 
 
 def sent(host_messages: list[dict[str, object]]) -> list[object]:
@@ -40,8 +40,7 @@ def test_send_reaches_the_owner_its_lock_names_before_the_host() -> None:
         store = make_store(d)
         owner_dir = d / "owner"
         owner_dir.mkdir(mode=0o700)
-        with fake_host(owner_dir, store=store) as owner:
-            lock_file(store, "c-fake").write_text(f"{os.getpid()}\n{owner.socket}\n")
+        with fake_host(owner_dir, store=store) as owner, owning(store, "c-fake", owner.socket):
             result = verb(
                 "send", "c-f", "-m", "hi", "--steer",
                 "--store", str(store), "--socket", str(d / "no-host.sock"),
@@ -82,9 +81,9 @@ def test_steering_with_no_owner_is_queued_and_said_so() -> None:
 def test_a_live_owner_without_an_endpoint_is_named_and_the_message_stored() -> None:
     with short_dir() as d:
         store = make_store(d)
-        lock_file(store, "c-fake").write_text(f"{os.getpid()}\n")
-        result = verb("send", "c-fake", "-m", "x", "--store", str(store), "--socket",
-                      str(d / "none.sock"))  # fmt: skip
+        with owning(store, "c-fake", None):
+            result = verb("send", "c-fake", "-m", "x", "--store", str(store), "--socket",
+                          str(d / "none.sock"))  # fmt: skip
         assert result.returncode == 0, result.stderr
         assert f"owned by process {os.getpid()}, which serves no endpoint" in result.stderr
 
