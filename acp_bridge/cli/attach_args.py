@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from acp_bridge.cli.options import OneLineParser, positive_seconds, seconds
+from acp_bridge.cli.options import OneLineParser, positive_seconds
 from acp_bridge.cli.verb_args import add_endpoint_options, add_verbose
 
 __all__ = ["register"]
@@ -54,7 +54,7 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     )
     attach.add_argument(
         "--exit-when-idle",
-        type=seconds,
+        type=positive_seconds,
         default=30.0,
         metavar="SECONDS",
         help="a host attach starts exits after this long with no client and nothing running "
