@@ -31,6 +31,7 @@ from acp_bridge.cli import (
     replay_args,
     run_args,
     send_args,
+    serve_args,
     status_args,
     watch_args,
 )
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         proxy_args,
         replay_args,
         conversations_args,
+        serve_args,
         attach_args,
         send_args,
         watch_args,

@@ -126,6 +126,7 @@ class ConversationHub:
                 break
         (self.watchers if watch else self.attached)[client.number] = client
         (client.watching if watch else client.sessions).add(self.id)
+        self.changed.notify_all()
         return position
 
     def detach(self, client: Client) -> None:
@@ -133,6 +134,7 @@ class ConversationHub:
         self.watchers.pop(client.number, None)
         client.sessions.discard(self.id)
         client.watching.discard(self.id)
+        self.changed.notify_all()
 
     def unwatch(self, client: Client) -> None:
         self.watchers.pop(client.number, None)
@@ -392,6 +394,10 @@ class HostConversation:
             ask=lambda request: self.hub.ask_permission(request, settings.permission),
         )
         try:
+            fresh = await anyio.to_thread.run_sync(self._store.get_conversation, self.id)
+            if fresh is None:
+                raise ValueError(f"conversation {self.id} was removed from the store")
+            self.record = fresh  # its session id as the last agent left it
             spec = settings.spec_for(self.record)
             self.agent_state = "starting"
             async with open_supervised_agent(spec, settings.options_for(policy)) as agent:
