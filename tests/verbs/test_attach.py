@@ -6,15 +6,17 @@ answers, as an editor would.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from acp_bridge.host.client import with_agent_choice
 from tests.verbs.fake_hosts import ECHO, ENV, ROOT, fake_host, make_store, short_dir
@@ -111,31 +113,66 @@ def test_attach_refuses_a_host_of_another_store_before_relaying_anything() -> No
             assert "serves the store /elsewhere/s.db" in editor.stderr.read()
 
 
-@pytest.mark.xfail(
-    reason="needs the real `acp-bridge serve` (h-host's, branch h2-host), not merged yet",
-    strict=True,
-)
-def test_attach_starts_a_host_when_none_answers_and_relays_to_it() -> None:
+def test_attach_starts_a_host_and_a_second_attach_loads_the_same_conversation() -> None:
+    """The real ``acp-bridge serve``, started by the first attach; the second attach (the
+    editor restarted) finds it running and its session/load replays the first one's turn."""
     with short_dir() as d:
         store = make_store(d)
         socket = d / "run" / "host.sock"
-        with attach("--socket", str(socket), "--store", str(store), "--exit-when-idle", "5",
-                    "--", *ECHO) as editor:  # fmt: skip
-            init = call(editor, request(1, "initialize", {"protocolVersion": 1}))
-            assert "result" in init[-1], init
-            new = call(editor, request(2, "session/new", {"cwd": str(ROOT), "mcpServers": []}))
-            session = new[-1]["result"]["sessionId"]
-            prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "echo hi"}]}
-            turn = call(editor, request(3, "session/prompt", prompt))
-            assert turn[-1]["result"]["stopReason"] == "end_turn"
-            assert editor.stdin is not None
-            editor.stdin.close()
-            assert editor.wait(timeout=30) == 0
-            assert editor.stderr is not None
-            err = editor.stderr.read()
-        assert f"starting a host on {socket}" in err
-        assert (socket.parent / "host.log").stat().st_mode & 0o777 == 0o600
-        assert socket.parent.stat().st_mode & 0o777 == 0o700
+        options = ("--socket", str(socket), "--store", str(store), "--exit-when-idle", "60")
+        host_pid = None
+        try:
+            with attach(*options, "--", *ECHO) as editor:
+                init = call(editor, request(1, "initialize", {"protocolVersion": 1}))
+                assert init[-1]["result"]["agentCapabilities"]["loadSession"] is True
+                new = call(editor, request(2, "session/new", {"cwd": str(ROOT), "mcpServers": []}))
+                session = new[-1]["result"]["sessionId"]
+                prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "echo hi"}]}
+                turn = call(editor, request(3, "session/prompt", prompt))
+                assert turn[-1]["result"]["stopReason"] == "end_turn"
+                assert editor.stdin is not None and editor.stderr is not None
+                editor.stdin.close()
+                assert editor.wait(timeout=30) == 0
+                err = editor.stderr.read()
+            assert f"starting a host on {socket}" in err
+            host_pid = int(err.split("(pid ", 1)[1].split(",", 1)[0])
+            assert (socket.parent / "host.log").stat().st_mode & 0o777 == 0o600
+            assert socket.parent.stat().st_mode & 0o777 == 0o700
+            with attach(*options) as again:
+                call(again, request(1, "initialize", {"protocolVersion": 1}))
+                load = {"sessionId": session, "cwd": str(ROOT), "mcpServers": []}
+                loaded = call(again, request(2, "session/load", load))
+                assert "result" in loaded[-1], loaded[-1]
+                texts = [
+                    m["params"]["update"].get("content", {}).get("text", "")
+                    for m in loaded
+                    if m.get("method") == "session/update"
+                ]
+                assert "hi" in "".join(texts)
+                assert again.stdin is not None and again.stderr is not None
+                again.stdin.close()
+                assert again.wait(timeout=30) == 0
+                assert "starting a host" not in again.stderr.read()
+        finally:
+            if host_pid is not None:
+                stop_host(host_pid)
+
+
+def stop_host(pid: int) -> None:
+    """SIGTERM the host attach started (not our child: it runs in its own session) and wait
+    until it is gone (it exits 0 on a signal)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        if state == "Z":  # exited; its new parent has not reaped it yet
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the host {pid} did not stop on SIGTERM")
 
 
 def test_the_agent_choice_goes_only_into_a_session_new_that_names_none() -> None:
