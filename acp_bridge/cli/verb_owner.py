@@ -80,10 +80,10 @@ def run_verb(verb: str, main: Callable[[], Awaitable[int]]) -> int:
 
 
 def exit_code(exc: HostClientError) -> int:
-    """A refused endpoint (another store, no permission) or a request the host calls invalid
-    is a usage error; a host that failed the exchange is 3 (to its clients, the host is the
-    agent, and it could not be used)."""
-    if isinstance(exc, HostUnusableError | NoHostError):
+    """A refused endpoint (another store, no permission, a bad URL) or a request the host
+    calls invalid is a usage error; a host that is not there or failed the exchange is 3 (to
+    its clients, the host is the agent, and it could not be used)."""
+    if isinstance(exc, HostUnusableError):
         return EXIT_USAGE
     if isinstance(exc, HostRequestError) and exc.is_usage:
         return EXIT_USAGE

@@ -197,7 +197,20 @@ async def open_endpoint_stream(endpoint: Endpoint) -> ByteStream:
             raise HostUnusableError(
                 f"{endpoint.url}: this acp-bridge has no WebSocket transport"
             ) from exc
-        stream: ByteStream = await websocket.connect_websocket(endpoint.url, token=endpoint.token)
+        rejected = getattr(websocket, "WebSocketRejectedError", ())
+        url = endpoint.url
+        try:
+            stream: ByteStream = await websocket.connect_websocket(url, token=endpoint.token)
+        except ValueError as exc:
+            raise HostUnusableError(f"{url}: {exc}") from exc
+        except rejected as exc:  # an HTTP status instead of the upgrade (401, 404, ...)
+            raise HostUnusableError(f"{url} refused the connection: {exc}") from exc
+        except ConnectionRefusedError as exc:
+            raise NoHostError(f"no host is listening at {url}") from exc
+        except OSError as exc:  # unreachable, TLS failed
+            raise HostFailedError(f"cannot connect to {url}: {exc}") from exc
+        except (anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            raise HostFailedError(f"{url} hung up during the WebSocket handshake") from exc
         return stream
     assert endpoint.socket is not None
     try:

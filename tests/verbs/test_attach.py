@@ -187,3 +187,19 @@ def test_the_agent_choice_goes_only_into_a_session_new_that_names_none() -> None
     assert with_agent_choice(prompt, "claude") == prompt
     assert with_agent_choice(b"not json session/new", "claude") == b"not json session/new"
     assert with_agent_choice(new, None) == new
+
+
+def test_attach_usage_errors_are_one_line_and_exit_2() -> None:
+    cases = {
+        ("--agent", "x", "--", "my-agent"): "give either --agent NAME or -- CMD, not both",
+        ("--host", "ws://h/acp", "--socket", "/tmp/s"): "name two hosts; give one",
+        ("--token-file", "/tmp/t"): "--token-file goes with --host URL",
+        ("--host", "http://h/acp"): "must be a ws:// or wss:// URL",
+        ("--exit-when-idle", "0"): "must be a number of seconds > 0",
+    }
+    for args, expected in cases.items():
+        with attach(*args) as editor:
+            assert editor.wait(timeout=30) == 2, args
+            assert editor.stderr is not None
+            lines = editor.stderr.read().strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0], (args, lines)
