@@ -26,8 +26,9 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
             "stored ones after --from (all of them without it), then live ones as they happen, "
             "never one twice and none missed. Plain output renders them as acp-bridge run does "
             "(the agent's text on stdout); --json prints one event per line as run --json "
-            "does, each with its 'cursor'. Ends (exit 0) when the conversation is closed, or "
-            "when no owner is live (after the stored events); Ctrl-C ends it (exit 130). On "
+            "does, each with its 'cursor'. Ends (exit 0) when the conversation is closed, when "
+            "its owner goes away, or when no owner is live (after the stored events); exit 3 "
+            "when the owner cuts it off (too far behind); Ctrl-C ends it (exit 130). On "
             "the way out, stderr names the last cursor: watch again with --from CURSOR to "
             "continue where this one stopped. " + OWNER_TEXT
         ),

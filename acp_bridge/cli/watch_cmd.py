@@ -5,8 +5,10 @@ after it, then the live ones, each once (the cursor is the store's event-log id)
 goes through ``run``'s renderer (:class:`~acp_bridge.cli.render.EventPrinter`), plus one line
 per message that starts (there is no prompt line of our own to show it); ``--json`` prints each
 event as ``run --json`` does, with its ``cursor``. The watch ends when the conversation is
-closed (an event ``conversation_closed``: exit 0), when the owner's connection ends (exit 3,
-the reason on stderr), on Ctrl-C (exit 130) or when stdout's reader goes away (exit 130).
+closed (an event ``conversation_closed``: exit 0), when the owner goes away (the connection
+ends: a run that finished, a host that stopped; exit 0, as with no owner at the start), when
+the owner cuts the watch off (``_acp_bridge/disconnected``, e.g. a watcher too far behind:
+exit 3, the reason on stderr), on Ctrl-C (exit 130) or when stdout's reader goes away (130).
 
 With no live owner: the stored events after the cursor, read from the store in pages, then a
 line saying nobody is following the conversation, exit 0.
@@ -38,6 +40,7 @@ from acp_bridge.cli.verb_owner import (
 )
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.host.client import HostClient
+from acp_bridge.host.log_view import watch_event
 
 __all__ = ["CLOSED_EVENTS", "watch_command"]
 
@@ -73,10 +76,10 @@ class _Watch:
         async with AsyncExitStack() as stack:
             client = await open_owner(stack, owner.endpoints, store, timeout_s=args.timeout)
             if client is not None:
-                return await self._follow(client, record)
+                return await self._follow(client, record, store)
         return await self._replay_stored(store, record, owner)
 
-    async def _follow(self, client: HostClient, record: ConversationRecord) -> int:
+    async def _follow(self, client: HostClient, record: ConversationRecord, store: Path) -> int:
         async with client.watch(record.id, self.cursor) as events:
             async for item in events:
                 self.cursor = item.cursor
@@ -88,9 +91,17 @@ class _Watch:
                     say("watch", f"conversation {record.id} was closed")
                     return EXIT_OK
         await self._flush()
-        reason = client.disconnect_reason or "closed the connection"
+        if client.disconnect_reason is None:
+            # The owner went away (a run that finished, a host that stopped or died): nothing
+            # follows the conversation now, as when no owner is live at the start.
+            say(
+                "watch",
+                f"the owner on {client.endpoint} went away; nothing follows conversation "
+                f"{record.id} now",
+            )
+            return EXIT_OK
         raise VerbFailed(
-            f"the owner on {client.endpoint} {reason}; the conversation goes on without this watch",
+            f"the owner on {client.endpoint} cut this watch off: {client.disconnect_reason}",
             EXIT_AGENT_FAILED,
         )
 
@@ -101,9 +112,9 @@ class _Watch:
             while True:
                 page = opened.events(record.id, self.cursor or 0, _STORE_PAGE)
                 for stored in page:
-                    data = stored.data if isinstance(stored.data, dict) else {"data": stored.data}
                     self.cursor = stored.id
-                    self._show({"event": stored.kind, "ts": stored.ts, **data}, stored.id)
+                    shown = watch_event(record.id, stored.id, stored.kind, stored.ts, stored.data)
+                    self._show(shown["event"], stored.id)
                     if self.reader_gone:
                         return EXIT_INTERRUPTED
                 if len(page) < _STORE_PAGE:

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -90,7 +90,10 @@ def test_a_run_that_owns_the_conversation_takes_a_message_sent_from_another_shel
     with short_dir() as d:
         store = d / "s.db"
         env = {**ENV, "XDG_RUNTIME_DIR": str(d)}
-        with process("run", "--json", "--store", str(store), "--", *ECHO, env=env) as run:
+        with ExitStack() as stack:
+            run = stack.enter_context(
+                process("run", "--json", "--store", str(store), "--", *ECHO, env=env)
+            )
             assert run.stdin is not None and run.stdout is not None
             conversation = next_event(run.stdout, "session")["conversation"]
             run.stdin.write("echo first\n")
@@ -98,6 +101,9 @@ def test_a_run_that_owns_the_conversation_takes_a_message_sent_from_another_shel
             next_event(run.stdout, "turn_ended", seq=1)
             # Another shell, with no host anywhere: the lock names the run's own socket.
             where = ("--store", str(store), "--socket", str(d / "no-host.sock"))
+            watch = stack.enter_context(process("watch", conversation, "--json", *where))
+            assert watch.stdout is not None
+            next_event(watch.stdout, "turn_ended", seq=1)  # the replay: the watch is live now
             sent = verb("send", conversation, "-m", "echo from the shell", *where)
             assert sent.returncode == 0, sent.stderr
             assert sent.stdout.split() == ["2"]
@@ -107,5 +113,10 @@ def test_a_run_that_owns_the_conversation_takes_a_message_sent_from_another_shel
             status = verb("status", conversation, "--json", *where)
             assert status.returncode == 0, status.stderr
             assert json.loads(status.stdout)["owner"]["pid"] == run.pid
+            assert next_event(watch.stdout, "turn_ended", seq=2)["state"] == "done"
             run.stdin.close()
             assert run.wait(timeout=30) == 0
+            # The run ended, and with it the watch: nothing follows the conversation now.
+            assert watch.wait(timeout=30) == 0
+            assert watch.stderr is not None
+            assert "went away; nothing follows" in watch.stderr.read()

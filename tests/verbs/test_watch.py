@@ -75,7 +75,7 @@ def test_a_host_that_drops_the_watch_is_exit_3_naming_the_last_cursor() -> None:
         assert "Traceback" not in result.stderr
 
 
-def test_the_connection_ending_mid_watch_is_exit_3_with_where_to_continue() -> None:
+def test_the_owner_going_away_mid_watch_ends_it_with_where_to_continue() -> None:
     with short_dir() as d:
         store = make_store(d)
         with fake_host(d, store=store) as host:
@@ -91,8 +91,8 @@ def test_the_connection_ending_mid_watch_is_exit_3_with_where_to_continue() -> N
             host.process.kill()
             host.process.wait(timeout=30)
             _, err = watch.communicate(timeout=60)
-        assert watch.returncode == 3, err
-        assert "closed the connection" in err
+        assert watch.returncode == 0, err
+        assert "went away; nothing follows conversation c-fake now" in err
         assert "last cursor 6" in err
 
 
@@ -113,3 +113,15 @@ def test_sigint_ends_a_live_watch_with_130() -> None:
             _, err = watch.communicate(timeout=60)
         assert watch.returncode == 130, err
         assert "Traceback" not in err
+
+
+def test_a_watch_the_owner_cuts_off_is_exit_3_with_its_reason() -> None:
+    with short_dir() as d:
+        store = make_store(d)
+        with fake_host(d, "--cut-watch", "outbox over 64 MiB", store=store) as host:
+            result = verb("watch", "c-fake", "--json", "--store", str(store), "--socket",
+                          str(host.socket))  # fmt: skip
+        assert result.returncode == 3, result.stderr
+        assert "cut this watch off: outbox over 64 MiB" in result.stderr
+        assert len(result.stdout.splitlines()) == 6  # the replay came first
+        assert "last cursor 6" in result.stderr
