@@ -32,7 +32,9 @@ async def _cancel(args: argparse.Namespace) -> int:
     record = resolve_conversation(store, args.conversation_id)
     owner = owner_endpoints(store, record.id, host_socket(args, store))
     async with AsyncExitStack() as stack:
-        client = await open_owner(stack, owner.endpoints, store, timeout_s=args.timeout)
+        client = await open_owner(
+            stack, owner.endpoints, store, timeout_s=args.timeout, verb="cancel"
+        )
         if client is None:
             say("cancel", f"{owner.absent_owner_text(record.id)}: nothing is running to cancel")
             return EXIT_OK

@@ -47,7 +47,9 @@ async def _send(args: argparse.Namespace) -> int:
     record = resolve_conversation(store, args.conversation_id)
     owner = owner_endpoints(store, record.id, host_socket(args, store))
     async with AsyncExitStack() as stack:
-        client = await open_owner(stack, owner.endpoints, store, timeout_s=args.timeout)
+        client = await open_owner(
+            stack, owner.endpoints, store, timeout_s=args.timeout, verb="send"
+        )
         if client is not None:
             for text in args.message:
                 seq = await client.send(

@@ -47,7 +47,7 @@ async def _status(args: argparse.Namespace) -> int:
     if args.conversation_id is None:
         async with AsyncExitStack() as stack:
             client = await open_owner(
-                stack, [Endpoint(socket=socket)], store, timeout_s=args.timeout
+                stack, [Endpoint(socket=socket)], store, timeout_s=args.timeout, verb="status"
             )
             if client is not None:
                 rows = [_owned(row, client) for row in await client.status()]
@@ -61,7 +61,9 @@ async def _status(args: argparse.Namespace) -> int:
     record = resolve_conversation(store, args.conversation_id)
     owner = owner_endpoints(store, record.id, socket)
     async with AsyncExitStack() as stack:
-        client = await open_owner(stack, owner.endpoints, store, timeout_s=args.timeout)
+        client = await open_owner(
+            stack, owner.endpoints, store, timeout_s=args.timeout, verb="status"
+        )
         if client is not None:
             try:
                 found = await client.status(record.id)

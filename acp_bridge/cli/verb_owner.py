@@ -182,15 +182,21 @@ def owner_endpoints(store: Path, conversation_id: str, socket: Path) -> Owner:
 
 
 async def open_owner(
-    stack: AsyncExitStack, endpoints: list[Endpoint], store: Path, *, timeout_s: float
+    stack: AsyncExitStack,
+    endpoints: list[Endpoint],
+    store: Path,
+    *,
+    timeout_s: float,
+    verb: str,
 ) -> HostClient | None:
     """The first endpoint that answers and serves ``store``, connected (closed with
     ``stack``); None when nothing listens at any of them. ``timeout_s`` bounds each
-    request."""
+    request; ``verb`` names us to the owner (its label for what we send)."""
     for endpoint in endpoints:
         connecting = connect_host(
             endpoint,
             store=store,
+            client_name=f"acp-bridge {verb}",
             connect_timeout_s=min(timeout_s, CONNECT_TIMEOUT_S),
             request_timeout_s=timeout_s,
         )

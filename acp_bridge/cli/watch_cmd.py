@@ -74,7 +74,9 @@ class _Watch:
         )
         owner = owner_endpoints(store, record.id, host_socket(args, store))
         async with AsyncExitStack() as stack:
-            client = await open_owner(stack, owner.endpoints, store, timeout_s=args.timeout)
+            client = await open_owner(
+                stack, owner.endpoints, store, timeout_s=args.timeout, verb="watch"
+            )
             if client is not None:
                 return await self._follow(client, record, store)
         return await self._replay_stored(store, record, owner)
