@@ -35,7 +35,7 @@ from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.records import ConversationRecord, EventRecord
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.core.condition import Condition
-from acp_bridge.errors import BridgeError, RpcError
+from acp_bridge.errors import BridgeError, QueueStoreError, RpcError
 from acp_bridge.host.clients import Client
 from acp_bridge.host.log_view import SENDER_KIND, SenderLabels, acp_update, watch_event
 from acp_bridge.host.owner import ConversationOwner
@@ -170,7 +170,12 @@ class ConversationHub:
         commits = conversation.commits
         while True:
             seen = commits.batches
-            if not await self.catch_up() and commits.batches == seen:
+            try:
+                caught_up = await self.catch_up()
+            except QueueStoreError as exc:  # the conversation reports it (and stops) itself
+                log.debug("%s: the event log cannot be read: %s", self.id, exc)
+                return
+            if not caught_up and commits.batches == seen:
                 await commits.changed.wait()
 
     async def catch_up(self) -> bool:
@@ -417,6 +422,9 @@ class HostConversation:
         except (BridgeError, OSError, ValueError) as exc:
             self._failure = exc
             log.warning("%s: %s", self.id, exc)
+        except Exception as exc:  # one conversation's failure must not end the host
+            self._failure = exc
+            log.exception("%s: the conversation failed", self.id)
         finally:
             self.agent_state = "stopped"
             self.agent_pid = None

@@ -4,14 +4,16 @@
 ``<socket dir>/c-<conversation id>.sock`` (the socket directory is the host's, see
 :mod:`.endpoint`) and writes that path into the conversation's lock file next to the owner's
 pid, so ``send``, ``watch``, ``cancel`` and ``status`` reach a conversation whoever owns it.
-An endpoint that cannot be served (a socket directory that is not private, say) is one warning
-on stderr: the run goes on, unreachable by the verbs, as before.
+An endpoint that cannot be served (a socket directory that is not private, a path longer than
+a Unix socket allows, say) is logged (``-v`` shows it): the run goes on, unreachable by the
+verbs, as before this endpoint existed; its output is unchanged.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -42,11 +44,12 @@ async def owner_endpoint(
     directory = socket_dir or default_socket_path(store_path).parent
     socket_path = conversation_socket_path(directory, conversation.id)
     async with contextlib.AsyncExitStack() as stack:
+        stack.callback(_remove_if_empty, directory)  # last: once the socket is gone
         try:
             endpoint = serve_conversation_endpoint(conversation, store, store_path, socket_path)
             await stack.enter_async_context(endpoint)
         except HostEndpointError as exc:
-            log.warning("conversation %s is not reachable by send/watch: %s", conversation.id, exc)
+            log.info("conversation %s is not reachable by send/watch: %s", conversation.id, exc)
             served = None
         else:
             served = socket_path
@@ -58,3 +61,10 @@ async def owner_endpoint(
         finally:
             if owner is not None and owner.is_held:
                 owner.set_socket(None)
+
+
+def _remove_if_empty(directory: Path) -> None:
+    """Leave nothing behind beside the store but what was there (a host's socket, or anything
+    else, keeps the directory)."""
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)
