@@ -16,10 +16,12 @@ waits for it to answer (``--startup-timeout``), saying so on stderr. Two attache
 host at once are fine: one host binds the socket, the other sees it taken and exits, and both
 attaches reach the first.
 
-The end: the editor closing stdin (or stdout) detaches: attach closes its connection and exits
-0, and the conversation goes on in the host. The host closing the connection ends attach with
-one line on stderr, exit 3: the editor restarts its agent command, and its ``session/load``
-gets the conversation back from the host.
+The end: the editor closing stdin detaches: once the host has answered the requests the editor
+had sent (:class:`~acp_bridge.host.client.OutstandingRequests`; at most ``DETACH_GRACE_S``),
+attach closes its connection and exits 0; the editor closing stdout detaches at once. The
+conversation goes on in the host. The host closing the connection ends attach with one line on
+stderr, exit 3: the editor restarts its agent command, and its ``session/load`` gets the
+conversation back from the host.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Final
@@ -42,6 +45,7 @@ from acp_bridge.host.client import (
     Endpoint,
     HostFailedError,
     NoHostError,
+    OutstandingRequests,
     RelayTargetGoneError,
     connect_host,
     open_endpoint_stream,
@@ -59,6 +63,9 @@ _TOKEN_BYTES: Final = 4096
 _POLL_S: Final = 0.05
 """How often a starting host's socket is tried (a connect attempt costs microseconds)."""
 _PROGRESS_EVERY_S: Final = 2.0
+DETACH_GRACE_S: Final = 5.0
+"""After the editor's end of input, how long the host's answers to the requests it had already
+sent are waited for (attach exits as soon as they are all answered)."""
 
 
 def attach_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -118,19 +125,30 @@ class _Attach:
                 EXIT_AGENT_FAILED,
             ) from None
         editor_in, editor_out = FdReceiveStream(0), FdSendStream(1)
-        rewrite = None
+        choice = None
         if self.args.agent or self.command:
-            rewrite = partial(with_agent_choice, agent=self.args.agent, command=self.command)
+            choice = partial(with_agent_choice, agent=self.args.agent, command=self.command)
+        pending = OutstandingRequests()
+
+        def to_host(line: bytes) -> bytes:
+            return pending.sent(choice(line) if choice is not None else line)
+
         ends: list[tuple[str, BaseException | None]] = []
         try:
             async with anyio.create_task_group() as tg:
 
                 async def editor_to_host() -> None:
-                    ends.append(("editor", await _relay(editor_in, stream, rewrite)))
+                    error = await _relay(editor_in, stream, to_host)
+                    ends.append(("editor", error))
+                    if error is None and len(pending):
+                        # The editor closed stdin: detach once the host has answered what it
+                        # had already asked (bounded; the host's end ends it sooner).
+                        with anyio.move_on_after(DETACH_GRACE_S):
+                            await pending.wait_answered()
                     tg.cancel_scope.cancel()
 
                 async def host_to_editor() -> None:
-                    ends.append(("host", await _relay(stream, editor_out, None)))
+                    ends.append(("host", await _relay(stream, editor_out, pending.received)))
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(editor_to_host)
@@ -249,7 +267,7 @@ class _Attach:
 async def _relay(
     source: anyio.abc.ByteReceiveStream,
     sink: anyio.abc.ByteSendStream,
-    rewrite: partial[bytes] | None,
+    rewrite: Callable[[bytes], bytes],
 ) -> BaseException | None:
     """Relay until ``source`` ends: None, or the error that ended it."""
     try:

@@ -68,6 +68,7 @@ __all__ = [
     "HostRequestError",
     "HostUnusableError",
     "NoHostError",
+    "OutstandingRequests",
     "RelayTargetGoneError",
     "WatchItem",
     "candidate_endpoints",
@@ -514,6 +515,57 @@ def with_agent_choice(line: bytes, agent: str | None, command: Sequence[str] = (
         choice["agentCommand"] = list(command)
     params["_meta"] = {**meta, "acpBridge": {**ours, **choice}}
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class OutstandingRequests:
+    """The editor's requests the host has not answered yet, seen on the relay's lines (read,
+    never changed), so that attach can detach at the editor's end of input without dropping
+    an answer still on its way.
+
+    The editor's lines are few and parsed whole. The host's are many (a turn's updates): only
+    a line without ``"method"`` in it can be a response, and only those are parsed. A
+    response whose result happens to hold that word is not seen; its request then waits for
+    the caller's bound, never longer.
+    """
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._drained: anyio.Event | None = None
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def sent(self, line: bytes) -> bytes:
+        """Note a request the editor sent (``line`` comes back as it was)."""
+        message = _json_object(line)
+        if message is not None and "method" in message and "id" in message:
+            self._ids.add(json.dumps(message["id"]))
+        return line
+
+    def received(self, line: bytes) -> bytes:
+        """Note an answer the host sent (``line`` comes back as it was)."""
+        if not self._ids or b'"method"' in line:
+            return line
+        message = _json_object(line)
+        if message is not None and "id" in message and "method" not in message:
+            self._ids.discard(json.dumps(message["id"]))
+            if not self._ids and self._drained is not None:
+                self._drained.set()
+        return line
+
+    async def wait_answered(self) -> None:
+        """Return once every request noted so far has its answer."""
+        if self._ids:
+            self._drained = anyio.Event()
+            await self._drained.wait()
+
+
+def _json_object(line: bytes) -> dict[str, Any] | None:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
 
 
 async def relay_lines(

@@ -203,3 +203,23 @@ def test_attach_usage_errors_are_one_line_and_exit_2() -> None:
             assert editor.stderr is not None
             lines = editor.stderr.read().strip().splitlines()
         assert len(lines) == 1 and expected in lines[0], (args, lines)
+
+
+def test_the_host_answers_what_was_asked_before_the_editors_end_of_input() -> None:
+    """A pipeline writes its requests and closes stdin at once: the answers still come."""
+    with short_dir() as d:
+        store = make_store(d)
+        with fake_host(d, store=store) as host:
+            lines = [
+                json.dumps(request(1, "initialize", {"protocolVersion": 1})),
+                json.dumps(request(2, "session/new", {"cwd": "/", "mcpServers": []})),
+            ]
+            result = subprocess.run(
+                [sys.executable, "-m", "acp_bridge", "attach", "--socket", str(host.socket),
+                 "--store", str(store)],
+                input="\n".join(lines) + "\n", capture_output=True, text=True, cwd=ROOT,
+                env=ENV, timeout=60,
+            )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        answers = [json.loads(line) for line in result.stdout.splitlines()]
+        assert [a["id"] for a in answers] == [1, 2]
