@@ -50,6 +50,7 @@ from acp_bridge.errors import (
     ResourceClosedError,
     RpcError,
 )
+from acp_bridge.host.clients import DISCONNECTED_METHOD
 from acp_bridge.host.owner import OwnerInfo
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader
 from acp_bridge.rpc.peer import Direction, JsonRpcPeer
@@ -92,7 +93,6 @@ WATCH_BUFFER: Final = 256
 """Events a watch holds for its reader; past it the reader of the connection waits (the
 host's outbox for us fills, and the host cuts us off at its bound, never slowing the agent)."""
 EVENT_METHOD: Final = "_acp_bridge/event"
-DISCONNECTED_METHOD: Final = "_acp_bridge/disconnected"
 
 
 # -- errors ----------------------------------------------------------------------------------
