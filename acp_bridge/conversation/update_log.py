@@ -55,7 +55,7 @@ class SoonFlusher:
                 try:
                     await self._flush()
                 except QueueStoreError as exc:  # the turn's final commit reports it too
-                    log.warning("%s: could not log the turn's updates: %s", self._name, exc)
+                    log.debug("%s: the turn's updates were not logged: %s", self._name, exc)
 
     def close(self) -> None:
         self._bell.close()

@@ -84,6 +84,7 @@ def serve_methods(peer: JsonRpcPeer, client: Client, conversations: Conversation
     methods = _Methods(client, conversations)
     for name, handler in methods.requests().items():
         peer.on_request(name, handler)
+    peer.on_other_requests(methods.relay)
     peer.on_notification("session/cancel", methods.cancel_notification)
 
 
@@ -217,6 +218,19 @@ class _Methods:
             raise RpcError(_INVALID_PARAMS, "session/set_config_option needs configId and value")
         await conversation.set_config_option(config_id, value)
         return {"configOptions": [_dump(o) for o in conversation.session.config_options]}
+
+    async def relay(self, method: str, params: Any) -> Any:
+        """Another ``session/*`` or ``_*`` request: to the conversation's agent, with the
+        agent's session id for the conversation's (the answer comes back unchanged)."""
+        if not (method.startswith("session/") or method.startswith("_")):
+            raise LookupError(method)
+        if method.startswith("_acp_bridge/"):
+            raise LookupError(method)  # ours: not a method we serve
+        params = dict(_dict(params))
+        conversation = await self._entry(params).open()
+        params["sessionId"] = conversation.session.id
+        agent = conversation.agent
+        return await agent.call(lambda connection: connection.peer.request(method, params))
 
     # -- the host's own methods ----------------------------------------------------------
 

@@ -357,6 +357,11 @@ class HostConversation:
     def conversation(self) -> Conversation | None:
         return self.hub.conversation
 
+    @property
+    def starting(self) -> bool:
+        """Its agent is starting (or its conversation opening): not open yet."""
+        return self._running and self.hub.conversation is None
+
     def claim(self) -> None:
         """Take the conversation's owner lock (held until :meth:`release`).
 

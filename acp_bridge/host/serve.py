@@ -183,8 +183,8 @@ class Host:
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
-                await self.resume_unfinished()
                 tg.start_soon(self.serve_listener, listener)
+                await self.resume_unfinished()
                 task_status.started()
                 if exit_when_idle_s is not None:
                     await self._until_idle(exit_when_idle_s)
@@ -205,16 +205,24 @@ class Host:
         return iter([c.hub for c in self._open.values()])
 
     async def resume_unfinished(self) -> None:
-        """Open every conversation of the store with messages left queued or running."""
+        """Start opening every conversation of the store with messages left queued or running
+        (their agents start at once, side by side; clients are served meanwhile)."""
         summaries = await anyio.to_thread.run_sync(self.store.conversation_summaries)
         for summary in summaries:
             counts = summary.states
             if counts.get(MessageState.QUEUED, 0) or counts.get(MessageState.RUNNING, 0):
                 try:
                     entry = self._take(summary.record.id)
-                    await entry.ensure_open(self.task_group)
-                except (RpcError, BridgeError) as exc:
+                except RpcError as exc:
                     log.warning("not resuming %s: %s", summary.record.id, exc)
+                    continue
+                self.task_group.start_soon(self._resume, entry)
+
+    async def _resume(self, entry: HostConversation) -> None:
+        try:
+            await entry.ensure_open(self.task_group)
+        except (RpcError, BridgeError) as exc:
+            log.warning("not resuming %s: %s", entry.id, exc)
 
     async def _until_idle(self, idle_s: float) -> None:
         while True:
@@ -242,6 +250,8 @@ class Host:
         for entry in self._open.values():
             conversation = entry.conversation
             if conversation is None:
+                if entry.starting:
+                    return False
                 continue
             if conversation.queue.running is not None:
                 return False

@@ -38,12 +38,15 @@ import pydantic
 from acp_bridge.errors import RpcError
 from acp_bridge.wire.jsonrpc import Request
 
-__all__ = ["RequestDispatcher", "RequestHandler"]
+__all__ = ["OtherRequestHandler", "RequestDispatcher", "RequestHandler"]
 
 log = logging.getLogger(__name__)
 
 RequestHandler = Callable[[Any], Awaitable[Any]]
 """``async def handler(params) -> result``; raise :class:`RpcError` to answer with an error."""
+OtherRequestHandler = Callable[[str, Any], Awaitable[Any]]
+"""``async def handler(method, params) -> result`` for methods with no handler of their own;
+raise :class:`LookupError` to answer -32601 (method not found) as if there were none."""
 
 
 @functools.cache
@@ -67,6 +70,8 @@ class RequestDispatcher:
         self._methods: dict[str, Callable[..., Awaitable[Any]]] = {}
         self._handlers: dict[str, RequestHandler] = {}
         self._routes: dict[str, Any] = {}
+        self.other: OtherRequestHandler | None = None
+        """Serves the methods with no handler of their own (a relay); None: -32601."""
 
     def __contains__(self, method: str) -> bool:
         return method in self._methods
@@ -97,6 +102,15 @@ class RequestDispatcher:
         server_request = dispatcher.create_request(
             {"method": request.method, "params": [], "id": 0}
         )
+        if self.other is not None and request.method not in self._methods:
+            try:
+                value = await self.other(request.method, request.params)
+            except LookupError:
+                pass  # not served: -32601, as jsonrpcserver's lookup answers below
+            except Exception as exc:
+                return _framed(server_request, _error_result(exc, request.method), request)
+            else:
+                return {"jsonrpc": "2.0", "result": value, "id": request.id}
         _, outcome = await async_dispatcher.dispatch_request(
             self._methods, request, server_request
         )

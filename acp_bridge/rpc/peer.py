@@ -43,7 +43,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup, TaskStatus
 
 from acp_bridge.errors import BridgeError, ConnectionClosedError, ResourceClosedError
-from acp_bridge.rpc.dispatch import RequestDispatcher, RequestHandler
+from acp_bridge.rpc.dispatch import OtherRequestHandler, RequestDispatcher, RequestHandler
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader, LineWriter
 from acp_bridge.rpc.pending import PendingCall, PendingTable
 from acp_bridge.rpc.receiving import CANCEL_REQUEST_METHOD, NotificationHandler, Receiver
@@ -125,6 +125,11 @@ class JsonRpcPeer:
     def on_request(self, method: str, handler: RequestHandler) -> None:
         """Serve ``method``: ``await handler(params)`` returns the result or raises RpcError."""
         self._dispatcher.register(method, handler)
+
+    def on_other_requests(self, handler: OtherRequestHandler) -> None:
+        """Serve every request method with no handler of its own: ``await handler(method,
+        params)`` (a relay); it raises LookupError for a method it does not serve."""
+        self._dispatcher.other = handler
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle notifications of ``method`` inline, in arrival order."""

@@ -211,3 +211,51 @@ async def test_a_client_loading_mid_turn_gets_every_update_once_in_order(tmp_pat
             assert first.texts() == expected
             await late.wait_for(lambda c: len(c.texts()) >= 300)
             assert late.texts() == expected  # the replay, then live: never twice, no gap
+
+
+async def test_other_session_methods_pass_to_the_agent(tmp_path: Path) -> None:
+    async with running_host(tmp_path, agent_argv("echo_agent.py")) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with connect(socket) as client:
+            sid = (await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+                "sessionId"
+            ]
+            # session/delete is not the host's: the agent answers it ({} for a known session)
+            assert await client.request("session/delete", {"sessionId": sid}) == {}
+            with pytest.raises(RpcError) as caught:  # nor the agent's: its -32601 comes back
+                await client.request("_vendor/thing", {"sessionId": sid})
+            assert caught.value.code == -32601
+            with pytest.raises(RpcError) as caught:  # not an ACP name at all: ours, -32601
+                await client.request("frobnicate", {})
+            assert caught.value.code == -32601
+
+
+async def test_a_cancel_from_another_client_ends_the_turn_and_the_queue_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with running_host(tmp_path, agent_argv("echo_agent.py")) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with connect(socket, name="a") as a, connect(socket, name="b") as b:
+            sid = (await a.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+                "sessionId"
+            ]
+            await b.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)})
+            answers: dict[str, Any] = {}
+
+            async def prompt(who: Any, name: str, text: str) -> None:
+                answers[name] = await who.request(
+                    "session/prompt", {"sessionId": sid, "prompt": _prompt(text)}
+                )
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(prompt, a, "a", "echo waiting; wait 60")
+                await b.wait_for(lambda c: "waiting" in "".join(c.texts()))
+                tg.start_soon(prompt, b, "b", "echo next")
+                hub = host.find(sid).hub
+                with anyio.fail_after(30):
+                    while len(host.store.messages(sid)) < 2:
+                        await hub.changed.wait()  # b's message is committed and queued
+                await b.peer.notify("session/cancel", {"sessionId": sid})
+            assert answers == {"a": {"stopReason": "cancelled"}, "b": {"stopReason": "end_turn"}}
