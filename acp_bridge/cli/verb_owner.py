@@ -33,6 +33,7 @@ from acp_bridge.host.client import (
     Endpoint,
     HostClient,
     HostClientError,
+    HostFailedError,
     HostRequestError,
     HostUnusableError,
     NoHostError,
@@ -74,6 +75,9 @@ def run_verb(verb: str, main: Callable[[], Awaitable[int]]) -> int:
     except VerbFailed as exc:
         say(verb, str(exc))
         return exc.code
+    except HostFailedError as exc:
+        say(verb, f"{exc}; retry, and if it persists see the host's log or restart it")
+        return exit_code(exc)
     except HostClientError as exc:
         say(verb, str(exc))
         return exit_code(exc)
