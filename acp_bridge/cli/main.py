@@ -22,14 +22,19 @@ from typing import Final, NoReturn
 from acp_bridge.cli import (
     agent_args,
     agents_args,
+    attach_args,
+    cancel_args,
     chat_args,
     conversations_args,
     demo_args,
     proxy_args,
     replay_args,
     run_args,
+    send_args,
     serve_args,
+    status_args,
     store_args,
+    watch_args,
 )
 from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, HELP
 from acp_bridge.cli.options import OneLineParser, UnusableHomeError
@@ -68,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         conversations_args,
         store_args,
         serve_args,
+        attach_args,
+        send_args,
+        watch_args,
+        cancel_args,
+        status_args,
     ):
         registrar.register(commands)
     return parser

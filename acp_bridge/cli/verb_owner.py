@@ -1,0 +1,211 @@
+"""Finding and reaching a conversation's owner, for the client verbs (issue 22).
+
+``send``, ``watch``, ``cancel`` and ``status`` share this: the store and the host socket their
+options name (:func:`store_path`, :func:`host_socket`), the conversation an id (or a unique
+prefix of one) names in the store (:func:`resolve_conversation`), where its owner may listen
+(:func:`owner_endpoints`: the live owner's socket from its lock file, then the host's socket),
+and the first of those that answers and serves this store (:func:`open_owner`). Failures end
+the command with one line on stderr and an exit code from :mod:`.exit_codes`
+(:class:`VerbFailed`, :func:`run_verb`); never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
+from acp_bridge.cli.options import default_store_path
+from acp_bridge.conversation.records import ConversationRecord
+from acp_bridge.conversation.store import QueueStore
+from acp_bridge.errors import QueueStoreError
+from acp_bridge.host.client import (
+    CONNECT_TIMEOUT_S,
+    Endpoint,
+    HostClient,
+    HostClientError,
+    HostFailedError,
+    HostRequestError,
+    HostUnusableError,
+    NoHostError,
+    candidate_endpoints,
+    connect_host,
+)
+from acp_bridge.host.endpoint import default_socket_path
+from acp_bridge.host.owner import OwnerInfo, read_owner
+
+__all__ = [
+    "Owner",
+    "VerbFailed",
+    "agent_name",
+    "exit_code",
+    "host_socket",
+    "open_owner",
+    "open_store",
+    "owner_endpoints",
+    "resolve_conversation",
+    "run_verb",
+    "say",
+    "store_path",
+]
+
+
+class VerbFailed(Exception):
+    """End the verb: ``text`` on stderr, exit ``code``."""
+
+    def __init__(self, text: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(text)
+        self.code = code
+
+
+def run_verb(verb: str, main: Callable[[], Awaitable[int]]) -> int:
+    """Run a verb's async ``main`` (on asyncio); its failures become one stderr line and an
+    exit code. SIGINT is :func:`acp_bridge.cli.main.main`'s to report (exit 130)."""
+    try:
+        return anyio.run(main)
+    except VerbFailed as exc:
+        say(verb, str(exc))
+        return exc.code
+    except HostFailedError as exc:
+        say(verb, f"{exc}; retry, and if it persists see the host's log or restart it")
+        return exit_code(exc)
+    except HostClientError as exc:
+        say(verb, str(exc))
+        return exit_code(exc)
+
+
+def exit_code(exc: HostClientError) -> int:
+    """A refused endpoint (another store, no permission, a bad URL) or a request the host
+    calls invalid is a usage error; a host that is not there or failed the exchange is 3 (to
+    its clients, the host is the agent, and it could not be used)."""
+    if isinstance(exc, HostUnusableError):
+        return EXIT_USAGE
+    if isinstance(exc, HostRequestError) and exc.is_usage:
+        return EXIT_USAGE
+    return EXIT_AGENT_FAILED
+
+
+def say(verb: str, text: str) -> None:
+    print(f"acp-bridge {verb}: {text}", file=sys.stderr, flush=True)
+
+
+def store_path(args: argparse.Namespace) -> Path:
+    return Path(args.store) if args.store else default_store_path()
+
+
+def host_socket(args: argparse.Namespace, store: Path) -> Path:
+    return Path(args.socket) if args.socket else default_socket_path(store, os.environ)
+
+
+@contextlib.contextmanager
+def open_store(store: Path, *, read_only: bool = True) -> Iterator[QueueStore | None]:
+    """The store, or None when there is no file there (nothing is created)."""
+    if not store.exists() and not store.is_symlink():  # a dangling link is refused, not absent
+        yield None
+        return
+    try:
+        opened = QueueStore.open(store, read_only=read_only)
+    except QueueStoreError as exc:
+        text = str(exc)
+        line = text if str(store) in text else f"cannot read the store {store}: {text}"
+        raise VerbFailed(line) from exc
+    try:
+        yield opened
+    except QueueStoreError as exc:
+        raise VerbFailed(str(exc)) from exc
+    finally:
+        opened.close()
+
+
+def resolve_conversation(store: Path, given: str) -> ConversationRecord:
+    """The stored conversation ``given`` names (its id, or a unique prefix of it)."""
+    with open_store(store) as opened:
+        if opened is None:
+            raise VerbFailed(f"no stored conversation {given!r}: there is no store at {store}")
+        found = opened.find_conversations(given)
+        if not found:
+            raise VerbFailed(f"no stored conversation {given!r} in {store}")
+        if len(found) > 1 and found[0] != given:
+            shown = ", ".join(found[:5])
+            raise VerbFailed(f"{given!r} names several conversations ({shown}); give more of it")
+        record = opened.get_conversation(found[0])
+        if record is None:  # removed meanwhile
+            raise VerbFailed(f"no stored conversation {given!r} in {store}")
+        return record
+
+
+def agent_name(record: ConversationRecord) -> str:
+    """The conversation's agent as people call it: its name, else its command line."""
+    name = record.agent.get("name")
+    if isinstance(name, str) and name:
+        return name
+    argv = record.agent.get("argv")
+    if isinstance(argv, list) and argv:
+        return shlex.join(str(part) for part in argv)
+    return "agent"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Where a conversation's owner may be: its live owner as the lock says (None: nobody
+    holds the lock) and the endpoints to try, in order."""
+
+    lock: OwnerInfo | None
+    endpoints: list[Endpoint]
+
+    def absent_owner_text(self, conversation_id: str) -> str:
+        """Why nobody answered for ``conversation_id``, for a line on stderr."""
+        lock = self.lock
+        if lock is not None and lock.socket is None:
+            return (
+                f"conversation {conversation_id} is owned by process {lock.pid}, which serves "
+                "no endpoint (an older acp-bridge?)"
+            )
+        if lock is not None:
+            return (
+                f"the owner of conversation {conversation_id} (process {lock.pid}) did not "
+                f"answer on {lock.socket}, and no host answered"
+            )
+        return f"no live owner of conversation {conversation_id} (no host answered)"
+
+
+def owner_endpoints(store: Path, conversation_id: str, socket: Path) -> Owner:
+    """Where the owner of ``conversation_id`` may answer: the socket the live holder of its
+    lock serves (if any), then the host's."""
+    lock = read_owner(store, conversation_id)
+    return Owner(lock, candidate_endpoints(lock, socket))
+
+
+async def open_owner(
+    stack: AsyncExitStack,
+    endpoints: list[Endpoint],
+    store: Path,
+    *,
+    timeout_s: float,
+    verb: str,
+) -> HostClient | None:
+    """The first endpoint that answers and serves ``store``, connected (closed with
+    ``stack``); None when nothing listens at any of them. ``timeout_s`` bounds each
+    request; ``verb`` names us to the owner (its label for what we send)."""
+    for endpoint in endpoints:
+        connecting = connect_host(
+            endpoint,
+            store=store,
+            client_name=f"acp-bridge {verb}",
+            connect_timeout_s=min(timeout_s, CONNECT_TIMEOUT_S),
+            request_timeout_s=timeout_s,
+        )
+        try:
+            return await stack.enter_async_context(connecting)
+        except NoHostError:
+            continue
+    return None
