@@ -1,0 +1,525 @@
+"""ACP over WebSocket for the host (issue 22): ``serve --listen`` and ``attach --host URL``.
+
+The host's connection code reads and writes newline-delimited JSON on an
+:class:`anyio.abc.ByteStream`, the Unix socket's kind of stream. :class:`WebSocketStream` is
+such a stream over a WebSocket connection (one JSON-RPC message per text message, see
+:mod:`acp_bridge.host.ws_protocol`), so the same code serves both.
+
+* :func:`serve_websocket` listens on ``HOST:PORT`` and hands each accepted connection to a
+  handler, after the opening handshake: path ``/acp``, a WebSocket upgrade, and the bearer token
+  (anything else gets its HTTP status and a one-line reason, and the handler never sees it).
+  With an :class:`ssl.SSLContext` (:func:`server_ssl_context`) each connection is TLS first.
+  At most ``max_connections`` connections are served at once; past it, the next waits in the
+  listen backlog until one ends. The TLS and HTTP handshakes are bounded in time.
+* :func:`connect_websocket` is the client: ``ws://`` or ``wss://``, with the token.
+
+Each connection is TLS (when asked), then one HTTP request, then WebSocket frames. wsproto does
+the frames and the 101 answer; it is sans-IO (in h11's family), so all of this runs on anyio's
+asyncio and trio backends alike.
+
+Why not anyio's :class:`~anyio.streams.tls.TLSListener`: its ``serve`` starts a task per
+connection with no bound and logs every failed handshake with a traceback (a port scan would
+fill the log). The loop here takes a slot before it accepts, then wraps the stream with
+:meth:`TLSStream.wrap <anyio.streams.tls.TLSStream.wrap>` as TLSListener does, in the
+connection's own task under the handshake's time limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import ssl
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import anyio
+import h11
+from anyio.abc import ByteStream, SocketAttribute, SocketListener, TaskStatus
+from anyio.streams.tls import TLSStream
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import Connection
+from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
+from wsproto.frame_protocol import CloseReason
+from wsproto.utilities import ProtocolError as WsProtocolError
+
+from acp_bridge.errors import BridgeError
+from acp_bridge.host.ws_protocol import (
+    ACP_PATH,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Ending,
+    LineFraming,
+    Received,
+    Refusal,
+    judge_upgrade,
+    parse_listen,
+)
+
+__all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
+    "WebSocketLimits",
+    "WebSocketRejectedError",
+    "WebSocketStream",
+    "connect_websocket",
+    "serve_websocket",
+    "server_ssl_context",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_CONNECTIONS: Final = 256
+"""Connections served at once: the host's default bound on clients."""
+HANDSHAKE_TIMEOUT_S: Final = 10.0
+"""How long a new connection may take to finish its TLS handshake and its upgrade request."""
+CLOSE_TIMEOUT_S: Final = 5.0
+"""How long we wait for the peer's close frame after sending ours, before closing anyway."""
+_RECEIVE_BYTES: Final = 256 * 1024
+_MAX_REQUEST_BYTES: Final = 16 * 1024
+"""The upgrade request's head: a request line and headers, no body."""
+_MAX_REJECTION_BODY_BYTES: Final = 4096
+
+
+class WebSocketRejectedError(BridgeError):
+    """The server refused the WebSocket during the opening handshake: ``status`` (401, 404,
+    ...) and its one-line ``reason``."""
+
+    def __init__(self, url: str, status: int, reason: str) -> None:
+        super().__init__(f"{url}: the server refused the WebSocket: {status} {reason}".rstrip())
+        self.url = url
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class WebSocketLimits:
+    """The bounds of :func:`serve_websocket`; see the constants for what each bounds."""
+
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
+    close_timeout_s: float = CLOSE_TIMEOUT_S
+
+
+class WebSocketStream(ByteStream):
+    """A byte stream of newline-delimited lines over an open WebSocket connection.
+
+    :meth:`receive` returns the received text messages, each followed by ``b"\\n"``;
+    :meth:`send` sends each ``\\n``-ended line as a text message. One task may receive while
+    others send. :meth:`send_eof` begins the close handshake (receiving goes on until the
+    peer's close); :meth:`aclose` ends it and closes the transport. ``close_code`` and
+    ``close_reason`` tell how it ended once it did.
+
+    Errors, as anyio's streams raise them: :class:`anyio.EndOfStream` after a close between
+    messages, :class:`anyio.BrokenResourceError` for a protocol error (the peer was sent the
+    close code: 1009 for a message over the bound, 1007 for a newline in one, 1003 for a binary
+    one), a close in the middle of a message, or a lost transport;
+    :class:`anyio.ClosedResourceError` after our own :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        transport: ByteStream,
+        connection: Connection,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        close_timeout_s: float = CLOSE_TIMEOUT_S,
+    ) -> None:
+        self._transport = transport
+        self._framing = LineFraming(connection, max_message_bytes=max_message_bytes)
+        self._close_timeout_s = close_timeout_s
+        self._ready: deque[bytes] = deque()
+        self._send_lock = anyio.Lock()
+        self._receiving = False
+        self._primed = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<WebSocketStream {self._framing!r}, {len(self._ready)} pieces ready>"
+
+    @property
+    def close_code(self) -> int | None:
+        return self._framing.close_code
+
+    @property
+    def close_reason(self) -> str:
+        return self._framing.close_reason
+
+    @property
+    def extra_attributes(self) -> Mapping[Any, Callable[[], Any]]:
+        return self._transport.extra_attributes  # the peer's address, TLS details
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        self._receiving = True
+        try:
+            if not self._primed:  # frames that came with the handshake's last bytes
+                self._primed = True
+                await self._handle(self._framing.receive_data(b""))
+            while not self._ready:
+                ending = self._framing.ending
+                if ending is not None:
+                    if ending is Ending.CLOSED:
+                        raise anyio.EndOfStream
+                    raise anyio.BrokenResourceError
+                await self._receive_more()
+        finally:
+            self._receiving = False
+        return self._take(max_bytes)
+
+    def _take(self, max_bytes: int) -> bytes:
+        ready = self._ready
+        first = ready.popleft()
+        if len(first) > max_bytes:
+            ready.appendleft(first[max_bytes:])
+            return first[:max_bytes]
+        if not ready or len(first) + len(ready[0]) > max_bytes:
+            return first
+        pieces, size = [first], len(first)  # many short lines: handed over together
+        while ready and size + len(ready[0]) <= max_bytes:
+            piece = ready.popleft()
+            pieces.append(piece)
+            size += len(piece)
+        return b"".join(pieces)
+
+    async def _receive_more(self) -> None:
+        try:
+            data: bytes | None = await self._transport.receive(_RECEIVE_BYTES)
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            data = None
+        except anyio.ClosedResourceError:
+            if self._closed:
+                raise  # our own aclose() from another task
+            data = None
+        await self._handle(self._framing.receive_data(data))
+
+    async def _handle(self, received: Received) -> None:
+        self._ready.extend(received.data)
+        if received.reply:
+            await self._send_raw(bytes(received.reply))
+        if received.ending is not None:
+            await self._finish()
+
+    async def _finish(self) -> None:
+        """After the end: wait (bounded) for the peer's close frame if ours is unanswered,
+        then close the transport."""
+        try:
+            with anyio.move_on_after(self._close_timeout_s):
+                while self._framing.awaits_close_reply:
+                    try:
+                        data = await self._transport.receive(_RECEIVE_BYTES)
+                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                        break
+                    self._framing.receive_data(data)
+        finally:
+            await _close_quietly(self._transport)
+
+    async def _send_raw(self, data: bytes) -> None:
+        async with self._send_lock:
+            await self._transport.send(data)
+
+    async def send(self, item: bytes) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        async with self._send_lock:
+            if not self._framing.is_open:
+                raise anyio.BrokenResourceError  # the close handshake began: no more messages
+            frames = self._framing.frames_for(item)
+            if frames:
+                await self._transport.send(frames)
+
+    async def send_eof(self) -> None:
+        """Begin the close handshake (close 1000): nothing more is sent; :meth:`receive` goes
+        on until the peer's close frame (then :class:`anyio.EndOfStream`)."""
+        async with self._send_lock:
+            frame = self._framing.close_frame()
+            if frame:
+                await self._transport.send(frame)
+
+    async def aclose(self) -> None:
+        """End the connection: our close frame if not sent yet, the peer's awaited (bounded,
+        unless another task is receiving), then the transport closed."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            if self._framing.ending is None:
+                with contextlib.suppress(anyio.BrokenResourceError, OSError):
+                    await self.send_eof()
+                if self._receiving:  # that task sees the close as ClosedResourceError
+                    await _close_quietly(self._transport)
+                    return
+                with anyio.move_on_after(self._close_timeout_s):
+                    while self._framing.awaits_close_reply:
+                        try:
+                            data = await self._transport.receive(_RECEIVE_BYTES)
+                        except (anyio.EndOfStream, anyio.BrokenResourceError):
+                            break
+                        self._framing.receive_data(data)
+            await _close_quietly(self._transport)
+
+    async def ping(self, payload: bytes = b"") -> None:
+        """Send a ping (its pong is read, and dropped, by :meth:`receive`)."""
+        async with self._send_lock:
+            if self._framing.is_open:
+                await self._transport.send(self._framing.ping_frame(payload))
+
+
+async def _close_quietly(stream: ByteStream) -> None:
+    with anyio.CancelScope(shield=True):
+        with contextlib.suppress(anyio.BrokenResourceError, OSError):
+            await stream.aclose()
+
+
+# --- the server ----------------------------------------------------------------------------------
+
+
+def server_ssl_context(cert: Path, key: Path) -> ssl.SSLContext:
+    """A server TLS context from ``--tls-cert`` (PEM, the chain) and ``--tls-key`` (PEM).
+
+    Raises:
+        OSError, ssl.SSLError: unreadable files, or a key that does not match the certificate.
+    """
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(certfile=cert, keyfile=key)
+    return context
+
+
+Handler = Callable[[WebSocketStream], Awaitable[None]]
+
+
+async def serve_websocket(
+    listen: str,
+    handler: Handler,
+    *,
+    token: str,
+    ssl_context: ssl.SSLContext | None = None,
+    path: str = ACP_PATH,
+    limits: WebSocketLimits = WebSocketLimits(),
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ACP over WebSocket on ``listen`` (``HOST:PORT``) until cancelled: each connection
+    that passes the handshake is handed to ``handler``, which owns it (the stream is closed
+    when the handler returns). ``task_status.started`` gets the port (useful with port 0).
+
+    The caller checks the bind first (:func:`~acp_bridge.host.ws_protocol.check_bind`).
+
+    Raises:
+        BindRefusedError: ``listen`` is no ``HOST:PORT``.
+        OSError: the address cannot be listened on.
+    """
+    host, port = parse_listen(listen)
+    listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
+    slots = anyio.Semaphore(limits.max_connections)  # released by the connection task
+
+    async def accept_loop(socket_listener: SocketListener) -> None:
+        while True:
+            await slots.acquire()  # taken before accepting: past the bound, the backlog waits
+            try:
+                stream = await socket_listener.accept()
+            except BaseException:
+                slots.release()
+                raise
+            connections.start_soon(
+                _serve_connection, stream, handler, token, ssl_context, path, limits, slots
+            )
+
+    async with listener, anyio.create_task_group() as connections:
+        bound = listener.extra(SocketAttribute.local_port)
+        scheme = "wss" if ssl_context else "ws"
+        log.info("serving ACP over WebSocket at %s://%s:%d%s", scheme, host, bound, path)
+        for socket_listener in listener.listeners:  # "localhost": IPv4 and IPv6, one port
+            assert isinstance(socket_listener, SocketListener)  # as create_tcp_listener makes
+            connections.start_soon(accept_loop, socket_listener)
+        task_status.started(bound)
+
+
+async def _serve_connection(
+    stream: ByteStream,
+    handler: Handler,
+    token: str,
+    ssl_context: ssl.SSLContext | None,
+    path: str,
+    limits: WebSocketLimits,
+    slots: anyio.Semaphore,
+) -> None:
+    try:
+        websocket = None
+        with anyio.move_on_after(limits.handshake_timeout_s):
+            websocket = await _accept(stream, token, ssl_context, path, limits)
+        if websocket is None:
+            await _close_quietly(stream)
+            return
+        async with websocket:
+            try:
+                await handler(websocket)
+            except Exception:  # one connection's failure never ends the server
+                log.exception("the handler of a WebSocket connection failed")
+    finally:
+        slots.release()
+
+
+async def _accept(
+    stream: ByteStream,
+    token: str,
+    ssl_context: ssl.SSLContext | None,
+    path: str,
+    limits: WebSocketLimits,
+) -> WebSocketStream | None:
+    """The opening handshake of one connection: the WebSocket, or None when it was refused
+    (answered and closed) or broke."""
+    peer = _peer(stream)
+    try:
+        if ssl_context is not None:
+            stream = await TLSStream.wrap(
+                stream, server_side=True, ssl_context=ssl_context, standard_compatible=False
+            )
+        http = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
+        request = await _read_request(stream, http)
+        refusal = (
+            Refusal(400, "bad HTTP request")
+            if request is None
+            else judge_upgrade(request, path=path, token=token)
+        )
+        if refusal is not None:
+            log.info("WebSocket refused to %s: %d %s", peer, refusal.status, refusal.reason)
+            await stream.send(b"".join(http.send(event) or b"" for event in refusal.to_h11()))
+            await _close_quietly(stream)
+            return None
+        assert request is not None
+        websocket = WSConnection(ConnectionType.SERVER)
+        websocket.initiate_upgrade_connection(list(request.headers), request.target)
+        for event in websocket.events():
+            assert isinstance(event, Request)
+        await stream.send(websocket.send(AcceptConnection()))
+        connection = websocket.connection
+        assert connection is not None
+        trailing, _ = http.trailing_data
+        if trailing:
+            connection.receive_data(trailing)  # frames sent right behind the request
+        log.info("WebSocket connection from %s", peer)
+        return WebSocketStream(
+            stream,
+            connection,
+            max_message_bytes=limits.max_message_bytes,
+            close_timeout_s=limits.close_timeout_s,
+        )
+    except (
+        anyio.BrokenResourceError,
+        anyio.EndOfStream,
+        ssl.SSLError,
+        OSError,
+        WsProtocolError,
+        h11.ProtocolError,
+    ) as exc:
+        log.info("WebSocket handshake with %s failed: %s", peer, exc or type(exc).__name__)
+        await _close_quietly(stream)
+        return None
+
+
+async def _read_request(stream: ByteStream, http: h11.Connection) -> h11.Request | None:
+    """The request's head (None when it is no HTTP request: answered 400)."""
+    while True:
+        try:
+            event = http.next_event()
+        except h11.RemoteProtocolError:
+            return None
+        if isinstance(event, h11.Request):
+            return event
+        if event is h11.NEED_DATA:
+            try:
+                http.receive_data(await stream.receive(_RECEIVE_BYTES))
+            except anyio.EndOfStream:
+                http.receive_data(b"")
+        else:
+            return None  # the connection ended first
+
+
+def _peer(stream: ByteStream) -> str:
+    address = stream.extra(SocketAttribute.remote_address, None)
+    if isinstance(address, tuple):
+        return f"{address[0]}:{address[1]}"
+    return str(address)
+
+
+# --- the client ----------------------------------------------------------------------------------
+
+
+async def connect_websocket(
+    url: str,
+    *,
+    token: str | None,
+    ssl_context: ssl.SSLContext | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> WebSocketStream:
+    """Connect to ``url`` (``ws://HOST:PORT/acp`` or ``wss://...``) with the bearer ``token``
+    (None: no Authorization header). ``wss://`` verifies the server with ``ssl_context``, the
+    system's trust store when None. The caller bounds the time it may take.
+
+    Raises:
+        ValueError: not a ws:// or wss:// URL.
+        WebSocketRejectedError: the server answered with an HTTP status (401, 404, ...).
+        OSError: no connection (refused, unreachable), or TLS failed (ssl.SSLError).
+        anyio.BrokenResourceError, anyio.EndOfStream: the server hung up during the handshake.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        raise ValueError(f"{url!r}: expected a ws:// or wss:// URL, e.g. ws://127.0.0.1:8765/acp")
+    secure = parts.scheme == "wss"
+    port = parts.port or (443 if secure else 80)
+    stream: ByteStream
+    if secure:
+        context = ssl_context if ssl_context is not None else ssl.create_default_context()
+        stream = await anyio.connect_tcp(
+            parts.hostname, port, ssl_context=context, tls_standard_compatible=False
+        )
+    else:
+        stream = await anyio.connect_tcp(parts.hostname, port)
+    try:
+        connection = await _upgrade(
+            stream, url, parts.netloc, _target(parts.path, parts.query), token
+        )
+    except BaseException:
+        await _close_quietly(stream)
+        raise
+    return WebSocketStream(stream, connection, max_message_bytes=max_message_bytes)
+
+
+def _target(path: str, query: str) -> str:
+    target = path or "/"
+    return f"{target}?{query}" if query else target
+
+
+async def _upgrade(
+    stream: ByteStream, url: str, host: str, target: str, token: str | None
+) -> Connection:
+    websocket = WSConnection(ConnectionType.CLIENT)
+    headers = [] if token is None else [(b"authorization", b"Bearer " + token.encode())]
+    await stream.send(websocket.send(Request(host=host, target=target, extra_headers=headers)))
+    status: int | None = None
+    body = bytearray()
+    while True:
+        websocket.receive_data(await stream.receive(_RECEIVE_BYTES))
+        for event in websocket.events():
+            if isinstance(event, AcceptConnection):
+                assert websocket.connection is not None
+                return websocket.connection
+            if isinstance(event, RejectConnection):
+                status = event.status_code
+                if not event.has_body:
+                    raise WebSocketRejectedError(url, status, "")
+            elif isinstance(event, RejectData):
+                body += event.data[: _MAX_REJECTION_BODY_BYTES - len(body)]
+                if event.body_finished:
+                    assert status is not None
+                    reason = body.decode(errors="replace").strip().splitlines()
+                    raise WebSocketRejectedError(url, status, reason[0] if reason else "")
+
+
+# Close codes a caller may want to compare with (wsproto's names).
+MESSAGE_TOO_BIG: Final = int(CloseReason.MESSAGE_TOO_BIG)
+INVALID_PAYLOAD: Final = int(CloseReason.INVALID_FRAME_PAYLOAD_DATA)
