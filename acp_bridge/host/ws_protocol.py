@@ -55,6 +55,10 @@ DEFAULT_MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024
 """The largest message taken, as the line cap of the JSON-RPC peer (64 MiB)."""
 
 _WEBSOCKET_VERSION: Final = b"13"
+_CLEAN_CLOSE_CODES: Final = frozenset(
+    {CloseReason.NORMAL_CLOSURE, CloseReason.GOING_AWAY, CloseReason.NO_STATUS_RCVD}
+)
+"""Close codes that end the stream as such; any other (1009, 1011, ...) says something broke."""
 
 
 class BindRefusedError(BridgeError):
@@ -197,9 +201,10 @@ class Ending(enum.Enum):
     """How the WebSocket ended, as the reader of its lines sees it."""
 
     CLOSED = "closed"
-    """The close handshake came between two messages: every line was whole (end of stream)."""
+    """A normal close (1000, 1001, or no code) between two messages: every line was whole."""
     BROKEN = "broken"
-    """A protocol error, a close in the middle of a message, or the connection lost."""
+    """A protocol error (ours or the peer's close code says so), a close in the middle of a
+    message, or the connection lost."""
 
 
 @dataclass
@@ -327,7 +332,7 @@ class LineFraming:
             out.reply += self._connection.send(event.response())
         if self._ending is None:
             mid_message = self._partial_in or self._in_message > 0
-            clean = event.code != CloseReason.ABNORMAL_CLOSURE and not mid_message
+            clean = event.code in _CLEAN_CLOSE_CODES and not mid_message
             self._ending = Ending.CLOSED if clean else Ending.BROKEN
 
     def _fail(self, code: int, reason: str, out: Received) -> None:
