@@ -378,29 +378,10 @@ async def _accept(
             stream = await TLSStream.wrap(
                 stream, server_side=True, ssl_context=ssl_context, standard_compatible=False
             )
-        http = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
-        request = await _read_request(stream, http)
-        refusal = (
-            Refusal(400, "bad HTTP request")
-            if request is None
-            else judge_upgrade(request, path=path, token=token)
-        )
-        if refusal is not None:
-            log.info("WebSocket refused to %s: %d %s", peer, refusal.status, refusal.reason)
-            await stream.send(b"".join(http.send(event) or b"" for event in refusal.to_h11()))
+        connection = await _upgrade_request(stream, token, path, peer)
+        if connection is None:
             await _close_quietly(stream)
             return None
-        assert request is not None
-        websocket = WSConnection(ConnectionType.SERVER)
-        websocket.initiate_upgrade_connection(list(request.headers), request.target)
-        for event in websocket.events():
-            assert isinstance(event, Request)
-        await stream.send(websocket.send(AcceptConnection()))
-        connection = websocket.connection
-        assert connection is not None
-        trailing, _ = http.trailing_data
-        if trailing:
-            connection.receive_data(trailing)  # frames sent right behind the request
         log.info("WebSocket connection from %s", peer)
         return WebSocketStream(
             stream,
@@ -419,6 +400,39 @@ async def _accept(
         log.info("WebSocket handshake with %s failed: %s", peer, exc or type(exc).__name__)
         await _close_quietly(stream)
         return None
+
+
+async def _upgrade_request(
+    stream: ByteStream, token: str, path: str, peer: str
+) -> Connection | None:
+    """Read the HTTP request and answer it: 101 and the open WebSocket connection, or the
+    refusal's status and reason (then None)."""
+    http = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
+    request = await _read_request(stream, http)
+    if request is None:
+        refusal = Refusal(400, "bad HTTP request")
+    else:
+        refused = judge_upgrade(request, path=path, token=token)
+        if refused is not None:
+            refusal = refused
+        else:
+            websocket = WSConnection(ConnectionType.SERVER)
+            try:  # wsproto checks the request again, its own way (HTTP/1.0 without Host, ...)
+                websocket.initiate_upgrade_connection(list(request.headers), request.target)
+                accept = websocket.send(AcceptConnection())
+            except (WsProtocolError, h11.ProtocolError) as exc:
+                refusal = Refusal(400, f"bad WebSocket upgrade request: {exc}")
+            else:
+                await stream.send(accept)
+                connection = websocket.connection
+                assert connection is not None  # AcceptConnection opened it
+                trailing, _ = http.trailing_data
+                if trailing:
+                    connection.receive_data(trailing)  # frames sent right behind the request
+                return connection
+    log.info("WebSocket refused to %s: %d %s", peer, refusal.status, refusal.reason)
+    await stream.send(b"".join(http.send(event) or b"" for event in refusal.to_h11()))
+    return None
 
 
 async def _read_request(stream: ByteStream, http: h11.Connection) -> h11.Request | None:

@@ -171,6 +171,8 @@ def judge_upgrade(request: h11.Request, *, path: str, token: str) -> Refusal | N
         )
     if not headers.get(b"sec-websocket-key"):
         return Refusal(400, "the upgrade request has no Sec-WebSocket-Key")
+    if not headers.get(b"host"):
+        return Refusal(400, "the upgrade request has no Host header")
     return _judge_token(headers.get(b"authorization"), token)
 
 

@@ -212,6 +212,13 @@ async def test_another_path_is_404_and_a_plain_request_426() -> None:
         assert answer.startswith(b"HTTP/1.1 426 ") and b"upgrade: websocket" in answer.lower()
         answer = await _raw_http(port, b"NONSENSE\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 400 ")
+        http_1_0 = (  # HTTP/1.0 needs no Host, a WebSocket upgrade does
+            b"GET /acp HTTP/1.0\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            b"Authorization: Bearer " + TOKEN.encode() + b"\r\n\r\n"
+        )
+        answer = await _raw_http(port, http_1_0)
+        assert answer.startswith(b"HTTP/1.1 400 ") and b"Host" in answer
     assert echo.connected == 0
 
 

@@ -186,7 +186,10 @@ def _request(
             headers.pop(key)
         else:
             headers[key] = value
-    return h11.Request(method=method, target=target, headers=list(headers.items()))
+    version = b"1.1" if b"host" in headers else b"1.0"  # h11 holds HTTP/1.1 to a Host
+    return h11.Request(
+        method=method, target=target, headers=list(headers.items()), http_version=version
+    )
 
 
 def test_an_upgrade_to_acp_with_the_right_token_is_accepted() -> None:
@@ -206,6 +209,7 @@ def test_an_upgrade_to_acp_with_the_right_token_is_accepted() -> None:
         (_request(upgrade=None), 400, "Upgrade: websocket"),
         (_request(sec_websocket_version=b"8"), 426, "version 13"),
         (_request(sec_websocket_key=None), 400, "Sec-WebSocket-Key"),
+        (_request(host=None), 400, "no Host header"),
         (_request(authorization=None), 401, "missing bearer token"),
         (_request(authorization=b"Basic czNjcmV0"), 401, "not a bearer token"),
         (_request(authorization=b"Bearer wrong"), 401, "wrong bearer token"),
