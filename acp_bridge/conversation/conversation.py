@@ -73,6 +73,7 @@ from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.turn_events import TurnEvents
 from acp_bridge.conversation.turns import TurnRunner
+from acp_bridge.conversation.update_log import SoonFlusher
 from acp_bridge.conversation.usage import UsageTotals
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import QueueStoreError, ResourceClosedError
@@ -132,7 +133,11 @@ class Conversation:
         )
         self._state = _State()
         self._journal = TurnJournal(record.usage, record.cost_meter)
-        self._turn_events = TurnEvents(self._journal, self.emit, self._write_log)
+        self._turn_events = TurnEvents(
+            self._journal, self.emit, self._write_log, lambda: self._flusher.ring()
+        )
+        self._flusher = SoonFlusher(self._turn_events.flush_log, name=record.id)
+        task_group.start_soon(self._flusher.run)
         self._acting = anyio.Lock()
         boundaries = TurnBoundaries(
             store,
@@ -409,6 +414,13 @@ class Conversation:
 
     def close_subscribers(self) -> None:
         self._events.close()
+        self._flusher.close()
+
+    @property
+    def commits(self) -> GroupCommit:
+        """The conversation's group commit: a reader of the event log waits on its ``changed``
+        (and compares ``batches``) for entries committed since it last read."""
+        return self._commits
 
     async def _write_log(self, entries: list[LogEntry]) -> None:
         await self._db(self._store.add_events, self.id, entries, now=self._clock())
@@ -416,6 +428,7 @@ class Conversation:
     async def _log_event(
         self, name: str, data: dict[str, Any], seq: int | None, now: float
     ) -> None:
+        await self._turn_events.flush_log()  # what happened before it is logged before it
         await self._db(self._store.add_event, self.id, name, data, seq=seq, now=now)
 
     async def _session_moved(self, new_session_id: str, now: float) -> None:

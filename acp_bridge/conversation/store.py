@@ -288,6 +288,10 @@ class QueueStore:
         """Events with an id above ``after_id``, oldest first, at most ``limit`` of them."""
         return self._catalog.events(conversation_id, after_id, limit)
 
+    def last_event_id(self, conversation_id: str) -> int:
+        """The id of the conversation's latest event, 0 if none (a log reader's start)."""
+        return self._catalog.last_event_id(conversation_id)
+
     # -- reading the queue (QueueReads) ------------------------------------------------------------
 
     def next_queued(self, conversation_id: str) -> StoredMessage | None:

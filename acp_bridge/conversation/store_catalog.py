@@ -146,7 +146,7 @@ class ConversationCatalog:
 
     def delete_conversation(self, conversation_id: str) -> bool:
         """Delete a conversation, its messages and its events, in one transaction; False when
-        there was none. The caller makes sure no process is driving it (see cli/owner.py)."""
+        there was none. The caller makes sure no process is driving it (see host/owner.py)."""
         with self._connection.transaction(f"delete conversation {conversation_id!r}") as db:
             return delete_conversation(db, conversation_id)
 
@@ -197,6 +197,14 @@ class ConversationCatalog:
             self._rows.require(db, conversation_id)
             for kind, data, seq in entries:
                 insert_event(db, conversation_id, (kind, data), seq, now)
+
+    def last_event_id(self, conversation_id: str) -> int:
+        """The id of the conversation's latest event, 0 if none (an index lookup)."""
+        with self._connection.transaction("read the last event", write=False) as db:
+            row = db.execute(
+                "SELECT MAX(id) FROM events WHERE conversation_id = ?", (conversation_id,)
+            ).fetchone()
+            return int(row[0] or 0)
 
     def events(
         self, conversation_id: str, after_id: int = 0, limit: int | None = None

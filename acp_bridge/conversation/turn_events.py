@@ -1,7 +1,7 @@
 """What a running turn's events leave behind, in order: the transcript and usage (the
 :class:`~.journal.TurnJournal`, which also hears of the prompt's answer and of a turn that
 never started), the log entries a resume needs (tool calls, permission decisions, closed tool
-calls), and the events to subscribers.
+calls), every update (see :mod:`.update_log`), and the events to subscribers.
 
 The log entries are not committed one by one: they come at the agent's pace, so they wait in
 the journal's pending batch and go into the turn's final commit, or earlier in one commit per
@@ -25,10 +25,17 @@ WriteLog = Callable[[list[LogEntry]], Awaitable[None]]
 
 
 class TurnEvents:
-    def __init__(self, journal: TurnJournal, emit: Emit, write_log: WriteLog) -> None:
+    def __init__(
+        self,
+        journal: TurnJournal,
+        emit: Emit,
+        write_log: WriteLog,
+        pending: Callable[[], None] = lambda: None,
+    ) -> None:
         self._journal = journal
         self._emit = emit
         self._write_log = write_log
+        self._pending = pending  # entries wait in the batch: commit them soon
 
     async def on_event(self, seq: int, event: TurnEvent) -> None:
         """One event of the turn of message ``seq``, as the driver reports it."""
@@ -39,9 +46,9 @@ class TurnEvents:
                 # for tools that never asked permission.
                 call = {k: event.raw.get(k) for k in ("toolCallId", "title", "kind")}
                 await self._log_later("tool_call", {"seq": seq, "toolCall": call}, seq)
-            await self._emit(
-                "update", {"seq": seq, "sessionId": event.session_id, "update": event.raw}
-            )
+            data = {"seq": seq, "sessionId": event.session_id, "update": event.raw}
+            await self._log_later("update", data, seq)
+            await self._emit("update", data)
         elif isinstance(event, PermissionDecided):
             decision = event.option_kind or "cancelled"
             data = {"seq": seq, "toolCall": event.tool_call, "decision": decision}
@@ -75,3 +82,5 @@ class TurnEvents:
         """Log with the turn's final commit (bounded: a full batch is written at once)."""
         if self._journal.log_later((name, data, seq)):
             await self.flush_log()
+        else:
+            self._pending()

@@ -346,6 +346,21 @@ class JsonRpcPeer:
         except (ConnectionClosedError, ResourceClosedError) as exc:
             self._raise_closed(exc)
 
+    async def send_lines(self, data: bytes, *, wait_written: bool = False) -> None:
+        """Write complete lines encoded already (each one JSON-RPC message ending in a
+        newline), in order with everything else this peer sends: a fan-out encodes a message
+        once for many peers. Not shown to the observers.
+
+        Raises:
+            ConnectionClosedError, ResourceClosedError: as for request().
+        """
+        if self._closed_reason is not None:
+            raise _fresh(self._closed_reason) from self._closed_reason
+        try:
+            await self._writer.send_line(data, wait_written=wait_written)
+        except (ConnectionClosedError, ResourceClosedError) as exc:
+            self._raise_closed(exc)
+
     async def _send(self, message: dict[str, Any], *, wait_written: bool = False) -> None:
         line = self._encode(message)
         try:

@@ -1,5 +1,6 @@
-"""Permission decisions are logged (resuming checks the tool calls the history used), but not
-one fsynced commit each: they are batched into the turn's final commit."""
+"""Permission decisions and updates are logged (resuming checks the tool calls the history used;
+the host replays the updates), but not one commit each: they wait in the turn's batch, which is
+committed soon (issue 22: see conversation/update_log.py), in the order they happened."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.anyio
 AGENTS = Path(__file__).resolve().parents[2] / "fixtures" / "agents"
 
 
-async def test_permission_decisions_are_logged_with_the_turns_final_commit(
+async def test_permission_decisions_and_updates_are_logged_in_order(
     tmp_path: Path,
 ) -> None:
     spec = AgentSpec([sys.executable, "-u", str(AGENTS / "permission_agent.py")], name="perm")
@@ -44,6 +45,10 @@ async def test_permission_decisions_are_logged_with_the_turns_final_commit(
     permissions = [e for e in log if e.kind == "permission"]
     assert len(permissions) == 3
     assert all(e.data["toolCall"] and e.data["decision"] == "allow_once" for e in permissions)
-    # One commit: the batched entries carry the final commit's timestamp, as turn_ended does.
+    # In the order they happened: between the turn's start and its end, ids increasing.
+    started = next(e for e in log if e.kind == "turn_started")
     ended = next(e for e in log if e.kind == "turn_ended")
-    assert {e.ts for e in permissions} == {ended.ts}
+    assert all(started.id < e.id < ended.id for e in permissions)
+    updates = [e for e in log if e.kind == "update"]
+    assert updates and all(started.id < e.id < ended.id for e in updates)
+    assert all(e.data["update"]["sessionUpdate"] for e in updates)

@@ -48,6 +48,22 @@ ALLOWED = {
         "proxy",
         "agents",
         "safe_files",
+        "host",
+    },
+    # The conversation host (issue 22): between cli/ and conversation/ + proxy/; never cli/.
+    "host": {
+        "errors",
+        "record",
+        "clock",
+        "version",
+        "wire",
+        "rpc",
+        "process",
+        "core",
+        "client",
+        "conversation",
+        "proxy",
+        "safe_files",
     },
     # The built-in reference agent: a separate program on the protocol's lower layers only.
     "agents": {"errors", "record", "version", "wire", "rpc", "sqlite_wal", "safe_files"},

@@ -1,0 +1,306 @@
+"""The host as an ACP agent to one connection, on rpc/'s :class:`JsonRpcPeer`.
+
+Methods (docs/host.md has the wire): ``initialize``, ``session/new``, ``session/list``,
+``session/load`` (attach: the stored history replayed, then live), ``session/resume`` (attach
+at the head), ``session/prompt`` (into the conversation's durable queue; answered when that
+message's own turn ends), ``session/cancel``, ``session/close``, ``session/set_mode``,
+``session/set_config_option``; the unstable aliases ``session/attach`` and
+``session/detach``; the host's own ``_acp_bridge/hello|status|send|cancel|watch|unwatch``.
+Other ``session/*`` and ``_*`` requests go to the conversation's agent, with its session id.
+
+The sessionId a client sees IS the conversation id. Disconnecting detaches; it never stops a
+conversation or its turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.errors import BridgeError, RpcError
+from acp_bridge.host.clients import Client
+from acp_bridge.host.conversations import ConversationHub
+from acp_bridge.rpc.peer import JsonRpcPeer
+from acp_bridge.version import __version__
+
+__all__ = ["PROTOCOL_VERSION", "ConversationEntry", "Conversations", "serve_methods"]
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION: Final = 1
+_INVALID_PARAMS: Final = -32602
+_NOT_FOUND: Final = -32002  # ACP's "resource not found"
+
+
+class ConversationEntry(Protocol):
+    """One conversation a connection can reach."""
+
+    @property
+    def hub(self) -> ConversationHub: ...
+
+    async def open(self) -> Conversation:
+        """The open conversation (its agent started and its session restored if needed)."""
+        ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    async def close(self) -> None:
+        """``session/close``: end the conversation on purpose."""
+        ...
+
+
+class Conversations(Protocol):
+    """What the connections of one endpoint share: the host, or a run/chat owner."""
+
+    store_path: Path
+    socket_path: Path | None
+
+    def find(self, conversation_id: str) -> ConversationEntry:
+        """Raises RpcError when there is no such conversation (or it is not served here)."""
+        ...
+
+    async def create(self, params: dict[str, Any]) -> ConversationEntry:
+        """``session/new``; raises RpcError where new conversations are not served."""
+        ...
+
+    def listing(self) -> list[dict[str, Any]]:
+        """``session/list``'s sessions."""
+        ...
+
+    def entries(self) -> list[ConversationEntry]:
+        """The conversations open now (``_acp_bridge/status``)."""
+        ...
+
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+def serve_methods(peer: JsonRpcPeer, client: Client, conversations: Conversations) -> None:
+    """Register every method of the host's endpoint on ``peer`` for ``client``."""
+    methods = _Methods(client, conversations)
+    for name, handler in methods.requests().items():
+        peer.on_request(name, handler)
+    peer.on_notification("session/cancel", methods.cancel_notification)
+
+
+class _Methods:
+    def __init__(self, client: Client, conversations: Conversations) -> None:
+        self.client = client
+        self.conversations = conversations
+
+    def requests(self) -> dict[str, Handler]:
+        return {
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "session/new": self.new,
+            "session/list": self.list,
+            "session/load": self.load,
+            "session/resume": self.resume,
+            "session/attach": self.resume,  # unstable: the ACP Remote draft's name
+            "session/detach": self.detach,  # unstable
+            "session/prompt": self.prompt,
+            "session/cancel": self.cancel_request,
+            "session/close": self.close,
+            "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_config_option,
+            "_acp_bridge/hello": self.hello,
+            "_acp_bridge/status": self.status,
+            "_acp_bridge/send": self.send,
+            "_acp_bridge/cancel": self.cancel,
+            "_acp_bridge/watch": self.watch,
+            "_acp_bridge/unwatch": self.unwatch,
+        }
+
+    # -- ACP -----------------------------------------------------------------------------
+
+    async def initialize(self, params: Any) -> dict[str, Any]:
+        params = _dict(params)
+        info = params.get("clientInfo")
+        if isinstance(info, dict) and isinstance(info.get("name"), str) and info["name"]:
+            self.client.label = f"{info['name'][:64]} ({self.client.number})"
+        self.client.answers_permissions = True
+        capabilities = _dict(params.get("clientCapabilities"))
+        self.client.answers_elicitation = bool(capabilities.get("elicitation"))
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            },
+            "agentInfo": {
+                "name": "acp-bridge-host",
+                "title": "acp-bridge host",
+                "version": __version__,
+            },
+            "authMethods": [],
+        }
+
+    async def authenticate(self, params: Any) -> dict[str, Any]:
+        return {}
+
+    async def new(self, params: Any) -> dict[str, Any]:
+        self._room_for_a_session()
+        entry = await self.conversations.create(_dict(params))
+        conversation = await entry.open()
+        await entry.hub.attach(self.client, None, watch=False)
+        return {"sessionId": entry.hub.id, **_session_state(conversation)}
+
+    async def list(self, params: Any) -> dict[str, Any]:
+        return {"sessions": self.conversations.listing()}
+
+    async def load(self, params: Any) -> dict[str, Any]:
+        entry = self._entry(params)
+        self._room_for_a_session()
+        conversation = await entry.open()
+        await entry.hub.attach(self.client, 0, watch=False)
+        await self.client.outbox.wait_handed(self.client.outbox.put_count)
+        return _session_state(conversation)
+
+    async def resume(self, params: Any) -> dict[str, Any]:
+        entry = self._entry(params)
+        self._room_for_a_session()
+        conversation = await entry.open()
+        await entry.hub.attach(self.client, None, watch=False)
+        return _session_state(conversation)
+
+    async def detach(self, params: Any) -> dict[str, Any]:
+        self._entry(params).hub.detach(self.client)
+        return {}
+
+    async def prompt(self, params: Any) -> dict[str, Any]:
+        params = _dict(params)
+        entry = self._entry(params)
+        content = params.get("prompt")
+        if not isinstance(content, list) or not content:
+            raise RpcError(_INVALID_PARAMS, "session/prompt needs a non-empty prompt")
+        await entry.open()
+        hub = entry.hub
+        if self.client.number not in hub.attached:
+            await hub.attach(self.client, None, watch=False)
+        seq = await hub.send(content, client=self.client, label=None, wait=True)
+        result = await hub.wait_turn(seq, self.client)
+        return result.answer()
+
+    async def cancel_notification(self, params: Any) -> None:
+        try:
+            await self._entry(params).hub.cancel()
+        except (RpcError, BridgeError) as exc:
+            log.info("%s: session/cancel: %s", self.client.label, exc)
+
+    async def cancel_request(self, params: Any) -> None:
+        await self.cancel_notification(params)
+
+    async def close(self, params: Any) -> dict[str, Any]:
+        entry = self._entry(params)
+        await entry.close()
+        return {}
+
+    async def set_mode(self, params: Any) -> dict[str, Any]:
+        params = _dict(params)
+        conversation = await self._entry(params).open()
+        mode = params.get("modeId")
+        if not isinstance(mode, str):
+            raise RpcError(_INVALID_PARAMS, "session/set_mode needs a modeId")
+        await conversation.set_mode(mode)
+        return {}
+
+    async def set_config_option(self, params: Any) -> dict[str, Any]:
+        params = _dict(params)
+        conversation = await self._entry(params).open()
+        config_id, value = params.get("configId"), params.get("value")
+        if not isinstance(config_id, str) or not isinstance(value, str | bool):
+            raise RpcError(_INVALID_PARAMS, "session/set_config_option needs configId and value")
+        await conversation.set_config_option(config_id, value)
+        return {"configOptions": [_dump(o) for o in conversation.session.config_options]}
+
+    # -- the host's own methods ----------------------------------------------------------
+
+    async def hello(self, params: Any) -> dict[str, Any]:
+        socket = self.conversations.socket_path
+        return {
+            "host": {
+                "pid": os.getpid(),
+                "store": str(self.conversations.store_path),
+                "version": __version__,
+                "socket": None if socket is None else str(socket),
+            }
+        }
+
+    async def status(self, params: Any) -> dict[str, Any]:
+        wanted = _dict(params).get("conversationId")
+        if isinstance(wanted, str):
+            return {"conversations": [self.conversations.find(wanted).status()]}
+        return {"conversations": [entry.status() for entry in self.conversations.entries()]}
+
+    async def send(self, params: Any) -> dict[str, Any]:
+        params = _dict(params)
+        entry = self._entry(params, key="conversationId")
+        content = params.get("content")
+        if not isinstance(content, list) or not content:
+            raise RpcError(_INVALID_PARAMS, "_acp_bridge/send needs a non-empty content list")
+        label = params.get("label")
+        await entry.open()
+        seq = await entry.hub.send(
+            content,
+            client=self.client,
+            label=label if isinstance(label, str) and label else None,
+            interrupt=bool(params.get("interrupt")),
+        )
+        return {"seq": seq}
+
+    async def cancel(self, params: Any) -> dict[str, Any]:
+        entry = self._entry(params, key="conversationId")
+        cancelled, seq = await entry.hub.cancel()
+        return {"cancelled": cancelled, **({"seq": seq} if seq is not None else {})}
+
+    async def watch(self, params: Any) -> dict[str, Any]:
+        params = _dict(params)
+        entry = self._entry(params, key="conversationId")
+        start = params.get("from")
+        if start is not None and (not isinstance(start, int) or isinstance(start, bool)):
+            raise RpcError(_INVALID_PARAMS, "_acp_bridge/watch: from must be an integer cursor")
+        self._room_for_a_session()
+        cursor = await entry.hub.attach(self.client, 0 if start is None else start, watch=True)
+        return {"cursor": cursor}
+
+    async def unwatch(self, params: Any) -> dict[str, Any]:
+        self._entry(params, key="conversationId").hub.unwatch(self.client)
+        return {}
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _entry(self, params: Any, *, key: str = "sessionId") -> ConversationEntry:
+        value = _dict(params).get(key)
+        if not isinstance(value, str) or not value:
+            raise RpcError(_INVALID_PARAMS, f"{key} is required")
+        most = self.client.limits.max_id_chars
+        if len(value) > most:
+            raise RpcError(_INVALID_PARAMS, f"{key} is longer than {most} characters")
+        return self.conversations.find(value)
+
+    def _room_for_a_session(self) -> None:
+        count = len(self.client.sessions | self.client.watching)
+        if count >= self.client.limits.max_sessions:
+            raise RpcError(-32603, f"this connection has {count} sessions open, the most allowed")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _dump(value: Any) -> Any:
+    dump = getattr(value, "dump", None)
+    return dump() if callable(dump) else value
+
+
+def _session_state(conversation: Conversation) -> dict[str, Any]:
+    session = conversation.session
+    state: dict[str, Any] = {}
+    if session.config_options:
+        state["configOptions"] = [_dump(o) for o in session.config_options]
+    return state

@@ -1,0 +1,458 @@
+"""The conversations a host (or a ``run``/``chat`` owner) serves, and their clients.
+
+A :class:`ConversationHub` is one conversation as its clients see it: the ACP clients attached
+to it, the watchers, the prompts waiting for their turn to end, the permission requests being
+asked. What every client sees comes from the conversation's event log, committed (see
+:mod:`acp_bridge.conversation.update_log`): the hub's tail (:meth:`ConversationHub.live`) reads
+each new batch of entries once, encodes each notification once and puts it in every client's
+outbox (:mod:`.clients`), never waiting for a client. A client attaching with a cursor is first
+sent the entries after its cursor, up to the hub's head, then joins the live clients: the log's
+ids make that never twice, never a gap.
+
+In the host, :class:`HostConversation` adds the running part: the supervised agent and the
+open :class:`~acp_bridge.conversation.conversation.Conversation`, started on first use and
+stopped after ``agent_idle_s`` with nothing to do (the next use starts the agent again and
+restores its session). The hub holds the conversation's owner lock while it is open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+from anyio.abc import TaskGroup
+
+from acp_bridge.client.options import ClientOptions
+from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
+from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.client.turn import TurnPolicy
+from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.opening import open_conversation
+from acp_bridge.conversation.records import ConversationRecord, EventRecord
+from acp_bridge.conversation.store import QueueStore
+from acp_bridge.core.condition import Condition
+from acp_bridge.errors import BridgeError, RpcError
+from acp_bridge.host.clients import Client
+from acp_bridge.host.log_view import SENDER_KIND, SenderLabels, acp_update, watch_event
+from acp_bridge.host.owner import ConversationOwner
+from acp_bridge.process.spec import AgentSpec
+from acp_bridge.wire import jsonrpc
+
+__all__ = ["ConversationHub", "HostConversation", "HostSettings", "TurnResult"]
+
+log = logging.getLogger(__name__)
+
+_READ_BATCH: Final = 512
+"""Log entries read at once (by the tail, or for a client catching up)."""
+_CATCH_UP_BYTES_FREE: Final = 4 * 1024 * 1024
+"""A client catching up gets more history once its outbox has this much room."""
+
+SpecFor = Callable[[ConversationRecord], AgentSpec]
+OptionsFor = Callable[[PermissionPolicy], ClientOptions]
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    """How the host runs each conversation's agent (the CLI builds it from its flags)."""
+
+    spec_for: SpecFor
+    """The agent command of a conversation (its stored one, or the host's default)."""
+    options_for: OptionsFor
+    """The supervised agent's options, with the permission policy the hub gives."""
+    policy: TurnPolicy = field(default_factory=TurnPolicy)
+    permission: PermissionMode = PermissionMode.DENY
+    """Who answers a permission request no client answers."""
+    agent_idle_s: float | None = None
+    """Stop an agent with nothing to do after this long (None: never)."""
+
+
+@dataclass
+class TurnResult:
+    """How a prompt's turn ended: its final log entry (``turn_ended`` or ``turn_failed``)."""
+
+    kind: str
+    data: dict[str, Any]
+    marks: dict[int, int] = field(default_factory=dict)
+    """Each live client's outbox mark when the turn's end was read."""
+
+    def answer(self) -> dict[str, Any]:
+        """The ``session/prompt`` result, or raise the turn's failure as an RpcError."""
+        if self.kind == "turn_failed":
+            error = self.data.get("error") or {}
+            message = str(error.get("message") or "the turn failed")
+            raise RpcError(-32603, message, {"acpBridge": self.data})
+        return {"stopReason": str(self.data.get("stopReason", "end_turn"))}
+
+
+class ConversationHub:
+    """One conversation as its clients see it (see the module's text)."""
+
+    def __init__(self, store: QueueStore, conversation_id: str) -> None:
+        self.id = conversation_id
+        self.store = store
+        self.attached: dict[int, Client] = {}
+        self.watchers: dict[int, Client] = {}
+        self.head = store.last_event_id(conversation_id)
+        self.changed = Condition()
+        """Notified when the head moves or the conversation opens or closes."""
+        self.conversation: Conversation | None = None
+        self._labels = SenderLabels()
+        self._waiters: dict[int, TurnResult | None] = {}
+        self._last_event = 0.0
+
+    # -- clients -------------------------------------------------------------------------
+
+    async def attach(self, client: Client, cursor: int | None, *, watch: bool) -> int:
+        """Send ``client`` the entries after ``cursor`` (None: none, it joins at the head),
+        then make it live. Returns the cursor it joined at."""
+        position = self.head if cursor is None else max(0, cursor)
+        while position < self.head:
+            await client.outbox.wait_room(_CATCH_UP_BYTES_FREE)
+            if client.cut_reason is not None:
+                return position
+            entries = await anyio.to_thread.run_sync(
+                self.store.events, self.id, position, _READ_BATCH
+            )
+            for entry in entries:
+                if entry.id > self.head:
+                    break  # the tail delivers it once the client is live
+                self._replay_one(client, entry, watch=watch)
+                position = entry.id
+            if not entries:
+                break
+        (self.watchers if watch else self.attached)[client.number] = client
+        (client.watching if watch else client.sessions).add(self.id)
+        return position
+
+    def detach(self, client: Client) -> None:
+        self.attached.pop(client.number, None)
+        self.watchers.pop(client.number, None)
+        client.sessions.discard(self.id)
+        client.watching.discard(self.id)
+
+    def unwatch(self, client: Client) -> None:
+        self.watchers.pop(client.number, None)
+        client.watching.discard(self.id)
+
+    @property
+    def clients(self) -> int:
+        return len(set(self.attached) | set(self.watchers))
+
+    @property
+    def last_event(self) -> float:
+        return self._last_event
+
+    def _replay_one(self, client: Client, entry: EventRecord, *, watch: bool) -> None:
+        if watch:
+            client.send("_acp_bridge/event", _watch(self.id, entry))
+            return
+        self._labels.see(entry.kind, entry.data)
+        label = None
+        if entry.kind == "turn_started" and isinstance(entry.seq, int):
+            label = self._labels.take(entry.seq)[1]
+        params = acp_update(self.id, entry.kind, entry.data, label)
+        if params is not None:
+            client.send("session/update", params)
+
+    # -- the live tail -------------------------------------------------------------------
+
+    async def live(self, conversation: Conversation) -> None:
+        """Deliver the log's new entries to the clients while ``conversation`` is open (run it
+        as a task; cancel it when the conversation closes, then call :meth:`catch_up`)."""
+        self.conversation = conversation
+        self.changed.notify_all()
+        commits = conversation.commits
+        while True:
+            seen = commits.batches
+            if not await self.catch_up() and commits.batches == seen:
+                await commits.changed.wait()
+
+    async def catch_up(self) -> bool:
+        """Deliver the entries committed since the head; False when there were none."""
+        head = self.head
+        entries = await anyio.to_thread.run_sync(self.store.events, self.id, head, _READ_BATCH)
+        if self.head != head:
+            return True  # another reader moved it meanwhile: read again from there
+        for entry in entries:
+            self._deliver(entry)
+        if entries:
+            self.changed.notify_all()
+        return bool(entries)
+
+    def closed(self) -> None:
+        """The conversation closed (its agent stopped): waiting prompts end with it."""
+        self.conversation = None
+        for seq, result in list(self._waiters.items()):
+            if result is None:
+                failure = {"message": "the conversation was closed", "recoverable": True}
+                self._waiters[seq] = TurnResult("turn_failed", {"seq": seq, "error": failure})
+        self.changed.notify_all()
+
+    def _deliver(self, entry: EventRecord) -> None:
+        self.head = entry.id
+        self._last_event = entry.ts
+        kind, data, seq = entry.kind, entry.data, entry.seq
+        self._labels.see(kind, data)
+        sender, label = None, None
+        if kind == "turn_started" and isinstance(seq, int):
+            sender, label = self._labels.take(seq)
+        if self.attached:
+            params = acp_update(self.id, kind, data, label)
+            if params is not None:
+                line = _line("session/update", params)
+                for client in list(self.attached.values()):
+                    if client.number != sender:
+                        client.put(line)
+        if self.watchers:
+            line = _line("_acp_bridge/event", _watch(self.id, entry))
+            for client in list(self.watchers.values()):
+                client.put(line)
+        if kind in ("turn_ended", "turn_failed") and seq in self._waiters:
+            marks = {n: c.outbox.put_count for n, c in self.attached.items()}
+            self._waiters[seq] = TurnResult(kind, dict(data), marks)
+
+    # -- messages ------------------------------------------------------------------------
+
+    async def send(
+        self,
+        content: Any,
+        *,
+        client: Client | None,
+        label: str | None,
+        interrupt: bool = False,
+        wait: bool = False,
+    ) -> int:
+        """Commit a message to the open conversation (its seq); with ``wait``, a waiter for
+        its turn's end is registered before anything can end it."""
+        conversation = self.conversation
+        if conversation is None:
+            raise RpcError(-32603, f"conversation {self.id} is not open")
+        seq = await conversation.send(content, interrupt=interrupt)
+        if wait:
+            self._waiters.setdefault(seq, None)
+        name = label or (client.label if client is not None else None)
+        if name:
+            self._labels.note(seq, None if client is None else client.number, name)
+            with contextlib.suppress(BridgeError):
+                data = {"seq": seq, "label": name}
+                await conversation.emit(SENDER_KIND, data, seq=seq, keep=True)
+        return seq
+
+    async def wait_turn(self, seq: int, client: Client | None) -> TurnResult:
+        """Wait for the end of message ``seq``'s turn (registered by :meth:`send`), and for
+        ``client``'s outbox to hand over everything the turn showed it."""
+        self._waiters.setdefault(seq, None)
+        try:
+            while (result := self._waiters.get(seq)) is None:
+                await self.changed.wait()
+        finally:
+            self._waiters.pop(seq, None)
+        if client is not None and client.number in result.marks:
+            await client.outbox.wait_handed(result.marks[client.number])
+        return result
+
+    async def cancel(self) -> tuple[bool, int | None]:
+        """Cancel the running turn (the grace window applies); the queue goes on."""
+        conversation = self.conversation
+        if conversation is None:
+            return False, None
+        running = conversation.queue.running
+        if running is None:
+            return False, None
+        await conversation.stop()
+        await conversation.resume()
+        return True, running
+
+    # -- questions from the agent ----------------------------------------------------------
+
+    async def ask_permission(self, request: Any, fallback: PermissionMode) -> str | None:
+        """Ask every attached client that can answer; the first answer wins, the others'
+        requests are cancelled. No client (or none answered): the host's ``fallback``."""
+        askers = [c for c in self.attached.values() if c.answers_permissions]
+        params = request.dump()
+        params["sessionId"] = self.id
+        if askers:
+            chosen = await _first_answer(askers, "session/request_permission", params)
+            if chosen is not _NO_ANSWER:
+                return _option_id(chosen)
+        mode = PermissionMode.DENY if fallback is PermissionMode.ASK else fallback
+        _, decision = await PermissionPolicy(mode).decide_with_record(request)
+        return decision.option_id
+
+
+_NO_ANSWER: Final = object()
+
+
+async def _first_answer(askers: list[Client], method: str, params: dict[str, Any]) -> Any:
+    """The first successful answer of ``askers`` to ``method``; the other calls are cancelled
+    (each peer sends ``$/cancel_request`` for its call). ``_NO_ANSWER`` if none answered."""
+    winner: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def ask(client: Client) -> None:
+            try:
+                answer = await client.peer.request(method, params)
+            except BridgeError:
+                return  # this client cannot answer (gone, or it refused): the others may
+            if not winner:
+                winner.append(answer)
+                tg.cancel_scope.cancel()
+
+        for client in askers:
+            tg.start_soon(ask, client)
+    return winner[0] if winner else _NO_ANSWER
+
+
+def _option_id(answer: Any) -> str | None:
+    outcome = answer.get("outcome") if isinstance(answer, dict) else None
+    if isinstance(outcome, dict) and outcome.get("outcome") == "selected":
+        option = outcome.get("optionId")
+        return option if isinstance(option, str) else None
+    return None
+
+
+def _line(method: str, params: Any) -> bytes:
+    return jsonrpc.encode_message(jsonrpc.notification(method, params))
+
+
+def _watch(conversation_id: str, entry: EventRecord) -> dict[str, Any]:
+    return watch_event(conversation_id, entry.id, entry.kind, entry.ts, entry.data)
+
+
+class HostConversation:
+    """A conversation the host owns: its hub, and its agent while it runs."""
+
+    def __init__(
+        self, store: QueueStore, store_path: Any, record: ConversationRecord, settings: HostSettings
+    ) -> None:
+        self.record = record
+        self.hub = ConversationHub(store, record.id)
+        self._store = store
+        self._settings = settings
+        self._owner = ConversationOwner(store_path, record.id)
+        self._owned = False
+        self._stop = anyio.Event()
+        self._running = False
+        self._failure: BaseException | None = None
+        self.closed_on_purpose = False
+        self.agent_pid: int | None = None
+        self.agent_state = "stopped"
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def conversation(self) -> Conversation | None:
+        return self.hub.conversation
+
+    def claim(self) -> None:
+        """Take the conversation's owner lock (held until :meth:`release`).
+
+        Raises:
+            ConversationBusyError: another process owns it.
+            UnsafeFileError, OSError: the lock file could not be used.
+        """
+        if not self._owned:
+            self._owner.acquire()
+            self._owned = True
+
+    def release(self) -> None:
+        if self._owned:
+            self._owner.release()
+            self._owned = False
+
+    async def ensure_open(self, task_group: TaskGroup) -> Conversation:
+        """The open conversation; its agent is started (and its session restored) if it was
+        stopped. Raises the reason it could not start (as an RpcError)."""
+        if self.hub.conversation is None and not self._running:
+            self._running = True
+            self._failure = None
+            self._stop = anyio.Event()
+            task_group.start_soon(self._run)
+        while self.hub.conversation is None:
+            if not self._running:
+                failure = self._failure
+                raise RpcError(-32603, f"conversation {self.id} could not start: {failure}")
+            await self.hub.changed.wait()
+        return self.hub.conversation
+
+    def stop(self) -> None:
+        """Stop the agent (the conversation stays in the store; the next use reopens it)."""
+        self._stop.set()
+
+    async def _run(self) -> None:
+        settings = self._settings
+        policy = PermissionPolicy(
+            PermissionMode.ASK,
+            ask=lambda request: self.hub.ask_permission(request, settings.permission),
+        )
+        try:
+            spec = settings.spec_for(self.record)
+            self.agent_state = "starting"
+            async with open_supervised_agent(spec, settings.options_for(policy)) as agent:
+                self.agent_pid = agent.pid
+                async with open_conversation(
+                    self._store, agent, self.record, policy=settings.policy
+                ) as conversation:
+                    self.agent_state = "running"
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self.hub.live, conversation)
+                        tg.start_soon(self._idle_stop, conversation)
+                        await self._stop.wait()
+                        tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    while await self.hub.catch_up():
+                        pass
+        except (BridgeError, OSError, ValueError) as exc:
+            self._failure = exc
+            log.warning("%s: %s", self.id, exc)
+        finally:
+            self.agent_state = "stopped"
+            self.agent_pid = None
+            self._running = False
+            self.hub.closed()
+
+    async def _idle_stop(self, conversation: Conversation) -> None:
+        idle_s = self._settings.agent_idle_s
+        if idle_s is None:
+            return
+        while True:
+            await conversation.wait_idle()
+            with anyio.move_on_after(idle_s):
+                await _busy_again(conversation)
+                continue
+            log.info("%s: agent idle for %g s; stopping it", self.id, idle_s)
+            self.stop()
+            return
+
+    def status(self) -> dict[str, Any]:
+        conversation = self.hub.conversation
+        queued = running = None
+        if conversation is not None:
+            running = conversation.queue.running
+            queued = sum(1 for m in conversation.messages() if not m.state.is_final)
+        else:
+            queued = sum(1 for m in self._store.messages(self.id) if not m.is_final)
+        agent = self.record.agent
+        return {
+            "conversationId": self.id,
+            "agent": agent.get("name") or " ".join(agent.get("argv") or []),
+            "agentState": self.agent_state,
+            "pid": self.agent_pid,
+            "queueDepth": queued,
+            "runningSeq": running,
+            "clients": self.hub.clients,
+            "lastEvent": self.hub.last_event or None,
+        }
+
+
+async def _busy_again(conversation: Conversation) -> None:
+    """Return once a turn runs again (polled through the conversation's commits: a turn's
+    start is committed)."""
+    while conversation.queue.running is None:
+        await conversation.commits.changed.wait()

@@ -1,0 +1,443 @@
+"""The host's listeners and its task group; the endpoint a ``run`` or ``chat`` owner serves.
+
+:class:`Host` owns the conversations of one store (:class:`~.conversations.HostConversation`)
+and serves every connection a listener accepts (:meth:`Host.serve_listener`: the Unix socket;
+a second listener, e.g. the WebSocket one, is one more call with a listener that yields byte
+streams carrying one JSON-RPC message per line). At start it resumes every conversation the
+store left unfinished (queued or running messages: a message cut by a crash of the previous
+host ends failed and recoverable, as ``run`` does) and whose owner lock is free.
+
+:func:`serve_conversation_endpoint` serves the same methods for the one conversation a
+``run`` or ``chat`` owns, on a socket of its own (``<socket dir>/c-<id>.sock``), so a verb
+reaches a conversation whoever owns it.
+
+Bounds: at most ``max_clients`` connections (default 256; one more is closed at once); each
+connection's bounds are :class:`~.clients.ClientLimits`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from anyio.abc import ByteStream, Listener, SocketListener, TaskGroup
+
+from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.queue_states import MessageState
+from acp_bridge.conversation.store import QueueStore
+from acp_bridge.core.condition import Condition
+from acp_bridge.errors import BridgeError, QueueStoreError, RpcError, UnsafeFileError
+from acp_bridge.host.acp_server import ConversationEntry, serve_methods
+from acp_bridge.host.clients import Client, ClientLimits
+from acp_bridge.host.conversations import ConversationHub, HostConversation, HostSettings
+from acp_bridge.host.endpoint import bind_socket, prepare_socket_dir
+from acp_bridge.host.owner import ConversationBusyError
+from acp_bridge.rpc.peer import JsonRpcPeer
+
+__all__ = [
+    "DEFAULT_MAX_CLIENTS",
+    "Host",
+    "HostOptions",
+    "open_unix_listener",
+    "serve_conversation_endpoint",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_CLIENTS: Final = 256
+_NOT_FOUND: Final = -32002
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    limits: ClientLimits = field(default_factory=ClientLimits)
+    max_clients: int = DEFAULT_MAX_CLIENTS
+    max_in_flight: int = 128
+    """Requests served at once per connection (as the proxy's ``--max-in-flight``)."""
+
+
+async def open_unix_listener(socket_path: Path) -> SocketListener:
+    """Listen on ``socket_path`` (its directory made private and checked first).
+
+    Raises:
+        HostEndpointError: the directory or the socket path cannot be used (one line).
+        HostRunningError: a host already answers there.
+    """
+    prepare_socket_dir(socket_path.parent)
+    return await SocketListener.from_socket(bind_socket(socket_path))
+
+
+class _Connections:
+    """The connections of one endpoint, numbered, bounded, each served on its own peer."""
+
+    def __init__(self, options: HostOptions) -> None:
+        self.options = options
+        self.clients: dict[int, Client] = {}
+        self.changed = Condition()
+        self._numbers = itertools.count(1)
+
+    async def serve(
+        self, stream: ByteStream, conversations: Any, hubs: Callable[[], Iterator[ConversationHub]]
+    ) -> None:
+        async with stream:
+            if len(self.clients) >= self.options.max_clients:
+                log.warning("refusing a connection: %d clients already", len(self.clients))
+                return
+            number = next(self._numbers)
+            peer = JsonRpcPeer(
+                stream,
+                stream,
+                name=f"client {number}",
+                max_requests_in_flight=self.options.max_in_flight,
+            )
+            client = Client(number, peer, self.options.limits)
+            serve_methods(peer, client, conversations)
+            self.clients[number] = client
+            self.changed.notify_all()
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(client.run_output)
+                    await peer.run()
+                    client.outbox.close()
+            finally:
+                for hub in hubs():
+                    hub.detach(client)
+                del self.clients[number]
+                self.changed.notify_all()
+
+
+class _Entry:
+    """A host conversation as a connection reaches it."""
+
+    def __init__(self, host: Host, conversation: HostConversation) -> None:
+        self._host = host
+        self.conversation = conversation
+
+    @property
+    def hub(self) -> ConversationHub:
+        return self.conversation.hub
+
+    async def open(self) -> Conversation:
+        return await self.conversation.ensure_open(self._host.task_group)
+
+    def status(self) -> dict[str, Any]:
+        return self.conversation.status()
+
+    async def close(self) -> None:
+        await self._host.close_conversation(self.conversation.id)
+
+
+class Host:
+    """The conversation host of one store (see the module's text)."""
+
+    def __init__(
+        self,
+        store: QueueStore,
+        store_path: Path,
+        settings: HostSettings,
+        *,
+        socket_path: Path | None = None,
+        options: HostOptions | None = None,
+        new_agent: Callable[[str | None], dict[str, Any]] | None = None,
+    ) -> None:
+        self.store = store
+        self.store_path = store_path
+        self.socket_path = socket_path
+        self.settings = settings
+        self.options = options or HostOptions()
+        self._new_agent = new_agent
+        self._open: dict[str, HostConversation] = {}
+        self._connections = _Connections(self.options)
+        self._task_group: TaskGroup | None = None
+        self.changed = self._connections.changed
+
+    @property
+    def task_group(self) -> TaskGroup:
+        assert self._task_group is not None, "Host.run() is not running"
+        return self._task_group
+
+    @property
+    def client_count(self) -> int:
+        """Connections open now (:attr:`changed` is notified when it changes)."""
+        return len(self._connections.clients)
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(
+        self,
+        listener: Listener[Any],
+        *,
+        exit_when_idle_s: float | None = None,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve ``listener`` (and any added with :meth:`serve_listener`) until cancelled, or
+        until idle for ``exit_when_idle_s`` (no client, no turn running or queued)."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._task_group = tg
+                await self.resume_unfinished()
+                tg.start_soon(self.serve_listener, listener)
+                task_status.started()
+                if exit_when_idle_s is not None:
+                    await self._until_idle(exit_when_idle_s)
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._close_all()
+
+    async def serve_listener(self, listener: Listener[Any]) -> None:
+        """Serve every connection ``listener`` accepts (a byte stream, one message a line)."""
+        async with listener:
+            await listener.serve(self._serve_connection, self.task_group)
+
+    async def _serve_connection(self, stream: ByteStream) -> None:
+        await self._connections.serve(stream, self, self._hubs)
+
+    def _hubs(self) -> Iterator[ConversationHub]:
+        return iter([c.hub for c in self._open.values()])
+
+    async def resume_unfinished(self) -> None:
+        """Open every conversation of the store with messages left queued or running."""
+        summaries = await anyio.to_thread.run_sync(self.store.conversation_summaries)
+        for summary in summaries:
+            counts = summary.states
+            if counts.get(MessageState.QUEUED, 0) or counts.get(MessageState.RUNNING, 0):
+                try:
+                    entry = self._take(summary.record.id)
+                    await entry.ensure_open(self.task_group)
+                except (RpcError, BridgeError) as exc:
+                    log.warning("not resuming %s: %s", summary.record.id, exc)
+
+    async def _until_idle(self, idle_s: float) -> None:
+        while True:
+            while not self._is_idle():
+                await _either(self.changed, self._conversations_changed())
+            with anyio.move_on_after(idle_s):
+                while self._is_idle():
+                    await _either(self.changed, self._conversations_changed())
+                continue
+            log.info("idle for %g s; exiting", idle_s)
+            return
+
+    def _conversations_changed(self) -> list[Condition]:
+        conditions: list[Condition] = []
+        for entry in self._open.values():
+            conditions.append(entry.hub.changed)
+            conversation = entry.conversation
+            if conversation is not None:
+                conditions.append(conversation.commits.changed)
+        return conditions
+
+    def _is_idle(self) -> bool:
+        if self._connections.clients:
+            return False
+        for entry in self._open.values():
+            conversation = entry.conversation
+            if conversation is None:
+                continue
+            if conversation.queue.running is not None:
+                return False
+            if any(not m.state.is_final for m in conversation.messages()):
+                return False
+        return True
+
+    async def _close_all(self) -> None:
+        for entry in list(self._open.values()):
+            entry.stop()
+        with anyio.move_on_after(30):
+            for entry in list(self._open.values()):
+                while entry.conversation is not None:
+                    await entry.hub.changed.wait()
+        for entry in list(self._open.values()):
+            entry.release()
+        self._open.clear()
+
+    async def close_conversation(self, conversation_id: str) -> None:
+        entry = self._open.pop(conversation_id, None)
+        if entry is None:
+            return
+        entry.stop()
+        with anyio.move_on_after(60):
+            while entry.conversation is not None:
+                await entry.hub.changed.wait()
+        for client in list(entry.hub.attached.values()) + list(entry.hub.watchers.values()):
+            entry.hub.detach(client)
+        entry.release()
+
+    # -- Conversations (acp_server) --------------------------------------------------------
+
+    def find(self, conversation_id: str) -> ConversationEntry:
+        return _Entry(self, self._take(conversation_id))
+
+    def _take(self, conversation_id: str) -> HostConversation:
+        entry = self._open.get(conversation_id)
+        if entry is not None:
+            return entry
+        record = self.store.get_conversation(conversation_id)
+        if record is None:
+            raise RpcError(_NOT_FOUND, f"no conversation {conversation_id} in {self.store_path}")
+        entry = HostConversation(self.store, self.store_path, record, self.settings)
+        try:
+            entry.claim()
+        except (ConversationBusyError, UnsafeFileError, OSError) as exc:
+            raise RpcError(-32603, str(exc)) from None
+        self._open[conversation_id] = entry
+        return entry
+
+    async def create(self, params: dict[str, Any]) -> ConversationEntry:
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not Path(cwd).is_absolute():
+            raise RpcError(-32602, "session/new needs an absolute cwd")
+        meta = params.get("_meta")
+        bridge = meta.get("acpBridge") if isinstance(meta, dict) else None
+        name = bridge.get("agent") if isinstance(bridge, dict) else None
+        if self._new_agent is None:
+            raise RpcError(-32603, "this endpoint serves one conversation; session/new is refused")
+        try:
+            agent = self._new_agent(name if isinstance(name, str) else None)
+        except ValueError as exc:
+            raise RpcError(-32602, str(exc)) from None
+        servers = params.get("mcpServers")
+        try:
+            record = await anyio.to_thread.run_sync(
+                lambda: self.store.create_conversation(
+                    agent=agent,
+                    cwd=cwd,
+                    mcp_servers=list(servers) if isinstance(servers, list) else [],
+                    now=time.time(),
+                )
+            )
+        except QueueStoreError as exc:
+            raise RpcError(-32603, str(exc)) from None
+        return self.find(record.id)
+
+    def listing(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "sessionId": record.id,
+                "cwd": record.cwd,
+                **({"title": record.title} if record.title else {}),
+                "updatedAt": _iso(record.updated_at),
+            }
+            for record in self.store.list_conversations()
+        ]
+
+    def entries(self) -> list[ConversationEntry]:
+        return [_Entry(self, entry) for entry in self._open.values()]
+
+
+async def _either(first: Condition, others: list[Condition]) -> None:
+    """Wait for a notify of ``first`` or of any of ``others``."""
+    async with anyio.create_task_group() as tg:
+
+        async def wait(condition: Condition) -> None:
+            await condition.wait()
+            tg.cancel_scope.cancel()
+
+        for condition in [first, *others]:
+            tg.start_soon(wait, condition)
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+# -- the endpoint of a run or chat owner ------------------------------------------------------
+
+
+class _OwnedEntry:
+    def __init__(self, hub: ConversationHub, conversation: Conversation) -> None:
+        self.hub = hub
+        self._conversation = conversation
+
+    async def open(self) -> Conversation:
+        return self._conversation
+
+    def status(self) -> dict[str, Any]:
+        conversation = self._conversation
+        agent = conversation.agent
+        return {
+            "conversationId": conversation.id,
+            "agent": agent.name,
+            "agentState": "running" if agent.is_ready else "starting",
+            "pid": agent.pid,
+            "queueDepth": sum(1 for m in conversation.messages() if not m.state.is_final),
+            "runningSeq": conversation.queue.running,
+            "clients": self.hub.clients,
+            "lastEvent": self.hub.last_event or None,
+        }
+
+    async def close(self) -> None:
+        raise RpcError(-32603, "this conversation is owned by a run or chat: end it there")
+
+
+class _OneConversation:
+    """The endpoint of a run/chat owner: its one conversation."""
+
+    def __init__(
+        self, store_path: Path, socket_path: Path, entry: _OwnedEntry, options: HostOptions
+    ) -> None:
+        self.store_path = store_path
+        self.socket_path: Path | None = socket_path
+        self._entry = entry
+        self.connections = _Connections(options)
+
+    def find(self, conversation_id: str) -> ConversationEntry:
+        if conversation_id != self._entry.hub.id:
+            raise RpcError(_NOT_FOUND, f"this endpoint serves conversation {self._entry.hub.id}")
+        return self._entry
+
+    async def create(self, params: dict[str, Any]) -> ConversationEntry:
+        raise RpcError(-32603, "this endpoint serves one conversation; session/new is refused")
+
+    def listing(self) -> list[dict[str, Any]]:
+        return [{"sessionId": self._entry.hub.id, "cwd": str(self._entry.hub.id)}]
+
+    def entries(self) -> list[ConversationEntry]:
+        return [self._entry]
+
+
+@contextlib.asynccontextmanager
+async def serve_conversation_endpoint(
+    conversation: Conversation,
+    store: QueueStore,
+    store_path: Path,
+    socket_path: Path,
+    options: HostOptions | None = None,
+) -> Any:
+    """Serve ``_acp_bridge/*`` (and attaching ACP clients) for the one ``conversation`` a run
+    or chat owns, on ``socket_path``, while the context is open.
+
+    Raises:
+        HostEndpointError: the socket's directory or path cannot be used.
+    """
+    listener = await open_unix_listener(socket_path)
+    hub = ConversationHub(store, conversation.id)
+    endpoint = _OneConversation(
+        store_path, socket_path, _OwnedEntry(hub, conversation), options or HostOptions()
+    )
+
+    async def serve(stream: ByteStream) -> None:
+        await endpoint.connections.serve(stream, endpoint, lambda: iter([hub]))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hub.live, conversation)
+            tg.start_soon(listener.serve, serve, tg)
+            try:
+                yield endpoint
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await listener.aclose()
+        with contextlib.suppress(OSError):
+            os.unlink(socket_path)  # ours: bound by this process

@@ -1,0 +1,183 @@
+"""The host's core on both backends: real agents, real Unix sockets, real clients (issue 22)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from acp_bridge.errors import RpcError
+from tests.host.harness import agent_argv, connect, running_host
+
+pytestmark = pytest.mark.anyio
+
+
+def _prompt(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text}]
+
+
+async def test_two_clients_prompt_fifo_and_both_see_every_update(tmp_path: Path) -> None:
+    async with running_host(tmp_path, agent_argv("echo_agent.py")) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with connect(socket, name="alice") as alice, connect(socket, name="bob") as bob:
+            new = await alice.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            sid = new["sessionId"]
+            await bob.request(
+                "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+            )
+            answers: dict[str, Any] = {}
+
+            async def prompt(who: Any, name: str, text: str) -> None:
+                answers[name] = await who.request(
+                    "session/prompt", {"sessionId": sid, "prompt": _prompt(text)}
+                )
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(prompt, alice, "alice", "echo one two three; wait 0.3")
+                await alice.wait_for(lambda c: bool(c.texts()))  # alice's turn runs
+                tg.start_soon(prompt, bob, "bob", "echo four five")
+            assert answers == {
+                "alice": {"stopReason": "end_turn"},
+                "bob": {"stopReason": "end_turn"},
+            }
+            # Every update reached both, in the queue's order (alice's turn, then bob's).
+            expected = ["one ", "two ", "three", "four ", "five"]
+            assert "".join(alice.texts()) == "".join(expected)
+            assert "".join(bob.texts()) == "".join(expected)
+            assert all(u["sessionId"] == sid for u in alice.updates + bob.updates)
+            # Each saw the other's prompt, labelled with its sender; not its own.
+            alice_saw = [
+                u["update"]
+                for u in alice.updates
+                if u["update"]["sessionUpdate"] == "user_message_chunk"
+            ]
+            bob_saw = [
+                u["update"]
+                for u in bob.updates
+                if u["update"]["sessionUpdate"] == "user_message_chunk"
+            ]
+            assert [u["content"]["text"] for u in alice_saw] == ["echo four five"]
+            assert alice_saw[0]["_meta"]["acpBridge"]["sender"].startswith("bob")
+            assert [u["content"]["text"] for u in bob_saw] == ["echo one two three; wait 0.3"]
+            assert bob_saw[0]["_meta"]["acpBridge"]["sender"].startswith("alice")
+
+
+async def test_first_permission_answer_wins(tmp_path: Path) -> None:
+    asked: list[str] = []
+    cancelled = anyio.Event()
+
+    async def quick(params: Any) -> Any:
+        asked.append("quick")
+        allow = next(o for o in params["options"] if o["kind"] == "allow_once")
+        return {"outcome": {"outcome": "selected", "optionId": allow["optionId"]}}
+
+    async def never(params: Any) -> Any:
+        asked.append("never")
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    async with running_host(tmp_path, agent_argv("permission_agent.py")) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with (
+            connect(socket, name="slow", on_permission=never) as slow,
+            connect(socket, name="fast", on_permission=quick) as fast,
+        ):
+            sid = (await slow.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+                "sessionId"
+            ]
+            await fast.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)})
+            answer = await fast.request(
+                "session/prompt", {"sessionId": sid, "prompt": _prompt("permission")}
+            )
+            assert answer == {"stopReason": "end_turn"}
+            assert sorted(asked) == ["never", "quick"]
+            with anyio.fail_after(10):
+                await cancelled.wait()  # the loser's request was cancelled
+            await slow.wait_for(lambda c: any("allow_once" in t for t in c.texts()))
+            assert any(
+                t.startswith("permission selected") and "allow_once" in t for t in fast.texts()
+            )
+
+
+async def test_no_client_falls_back_to_the_hosts_policy(tmp_path: Path) -> None:
+    async with running_host(tmp_path, agent_argv("permission_agent.py")) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with connect(socket, name="watcher", initialize=False) as verb:
+            record = host.store.create_conversation(agent={}, cwd=str(tmp_path), now=1.0)
+            sent = await verb.request(
+                "_acp_bridge/send",
+                {"conversationId": record.id, "content": _prompt("permission"), "label": "cli"},
+            )
+            assert sent["seq"] == 1
+            await verb.request("_acp_bridge/watch", {"conversationId": record.id})
+            await verb.wait_for(
+                lambda c: any(e["event"]["event"] == "turn_ended" for e in c.events)
+            )
+            texts = [
+                e["event"]["update"]["content"].get("text", "")
+                for e in verb.events
+                if e["event"]["event"] == "update"
+                and e["event"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            ]
+            assert any("reject" in t for t in texts)  # the host's default policy: deny
+            cursors = [e["cursor"] for e in verb.events]
+            assert cursors == sorted(set(cursors))  # never twice, in order
+
+
+async def test_a_client_gone_mid_turn_leaves_the_turn_running_and_load_replays_it(
+    tmp_path: Path,
+) -> None:
+    async with running_host(tmp_path, agent_argv("echo_agent.py")) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with connect(socket, name="editor") as editor:
+            sid = (await editor.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+                "sessionId"
+            ]
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(
+                        editor.request,
+                        "session/prompt",
+                        {"sessionId": sid, "prompt": _prompt("trickle 20 20")},
+                    )
+                    await editor.wait_for(lambda c: len(c.texts()) >= 2)
+                    scope.cancel()
+        # the editor is gone; the turn goes on and ends done
+        conversation = host.find(sid)
+        with anyio.fail_after(30):
+            while True:
+                messages = host.store.messages(sid)
+                if messages and messages[0].is_final:
+                    break
+                await anyio.sleep(0.05)  # polling the store: the test's only view of it
+        assert messages[0].state == "done"
+        async with connect(socket, name="again") as again:
+            await again.request(
+                "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+            )
+            texts = again.texts()
+            assert texts == [f"trickle-1-{i} " for i in range(20)]
+            assert [
+                u["update"]["content"]["text"]
+                for u in again.updates
+                if u["update"]["sessionUpdate"] == "user_message_chunk"
+            ] == ["trickle 20 20"]
+        assert conversation.hub.id == sid
+
+
+async def test_unknown_session_is_refused(tmp_path: Path) -> None:
+    async with running_host(tmp_path, agent_argv("echo_agent.py")) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with connect(socket) as client:
+            with pytest.raises(RpcError) as caught:
+                await client.request("session/load", {"sessionId": "nope", "cwd": "/"})
+            assert caught.value.code == -32002
