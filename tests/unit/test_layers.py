@@ -92,6 +92,7 @@ PURE_MODULES = [
     "proxy/recording.py",
     "proxy/script.py",
     "agents/tools.py",
+    "host/ws_protocol.py",
 ]
 IMPURE_IMPORTS = {"anyio", "trio", "asyncio", "os", "signal", "time", "subprocess", "socket"}
 
