@@ -131,7 +131,7 @@ class WebSocketStream(ByteStream):
         self._framing = LineFraming(connection, max_message_bytes=max_message_bytes)
         self._close_timeout_s = close_timeout_s
         self._ready: deque[bytes] = deque()
-        self._send_lock = anyio.Lock()
+        self._send_lock = anyio.Lock(fast_acquire=True)  # no scheduler pass when free
         self._receiving = False
         self._primed = False
         self._closed = False
