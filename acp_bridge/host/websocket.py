@@ -240,26 +240,30 @@ class WebSocketStream(ByteStream):
                 await self._transport.send(frame)
 
     async def aclose(self) -> None:
-        """End the connection: our close frame if not sent yet, the peer's awaited (bounded,
-        unless another task is receiving), then the transport closed."""
+        """End the connection: our close frame if not sent yet, the peer's awaited (unless
+        another task is receiving), then the transport closed. Shielded, and bounded by the
+        close timeout as a whole (a sender stuck on a peer that stops reading holds the lock
+        our close frame needs)."""
         if self._closed:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
             if self._framing.ending is None:
-                with contextlib.suppress(anyio.BrokenResourceError, OSError):
-                    await self.send_eof()
-                if self._receiving:  # that task sees the close as ClosedResourceError
-                    await _close_quietly(self._transport)
-                    return
                 with anyio.move_on_after(self._close_timeout_s):
-                    while self._framing.awaits_close_reply:
-                        try:
-                            data = await self._transport.receive(_RECEIVE_BYTES)
-                        except (anyio.EndOfStream, anyio.BrokenResourceError):
-                            break
-                        self._framing.receive_data(data)
+                    await self._close_handshake()
             await _close_quietly(self._transport)
+
+    async def _close_handshake(self) -> None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self.send_eof()
+            if self._receiving:  # that task sees the close as ClosedResourceError
+                return
+            while self._framing.awaits_close_reply:
+                try:
+                    data = await self._transport.receive(_RECEIVE_BYTES)
+                except anyio.EndOfStream:
+                    break
+                self._framing.receive_data(data)
 
     async def ping(self, payload: bytes = b"") -> None:
         """Send a ping (its pong is read, and dropped, by :meth:`receive`)."""

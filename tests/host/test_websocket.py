@@ -282,6 +282,20 @@ async def test_past_max_connections_the_next_connection_waits_for_a_free_slot() 
         await second[0].aclose()
 
 
+async def test_a_client_that_never_finishes_its_handshake_is_dropped_and_frees_its_slot() -> None:
+    echo = Echo()
+    limits = WebSocketLimits(max_connections=1, handshake_timeout_s=0.2)
+    async with serving(echo, limits=limits) as port:
+        async with await anyio.connect_tcp("127.0.0.1", port) as silent:
+            await silent.send(b"GET /acp HTTP/1.1\r\n")  # and never the rest
+            with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+                await silent.receive()  # the server hung up, without an answer
+        async with await connect_websocket(_url(port), token=TOKEN) as client:
+            await client.send(b"{}\n")
+            assert await client.receive() == b"{}\n"
+    assert echo.connected == 1
+
+
 async def test_a_failing_handler_is_logged_and_the_server_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
