@@ -63,6 +63,7 @@ __all__ = [
     "WebSocketLimits",
     "WebSocketRejectedError",
     "WebSocketStream",
+    "client_ssl_context",
     "connect_websocket",
     "serve_websocket",
     "server_ssl_context",
@@ -293,6 +294,18 @@ def server_ssl_context(cert: Path, key: Path) -> ssl.SSLContext:
     return context
 
 
+def client_ssl_context(ca_file: Path | None = None) -> ssl.SSLContext:
+    """A client TLS context for ``wss://``: the system's trust store, or only the CA
+    certificates in ``ca_file`` (PEM) for a host with a certificate of its own making.
+
+    Raises:
+        OSError, ssl.SSLError: an unreadable or malformed ``ca_file``.
+    """
+    context = ssl.create_default_context(cafile=ca_file)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
 Handler = Callable[[WebSocketStream], Awaitable[None]]
 
 
@@ -491,7 +504,7 @@ async def connect_websocket(
     port = parts.port or (443 if secure else 80)
     stream: ByteStream
     if secure:
-        context = ssl_context if ssl_context is not None else ssl.create_default_context()
+        context = ssl_context if ssl_context is not None else client_ssl_context()
         stream = await anyio.connect_tcp(
             parts.hostname, port, ssl_context=context, tls_standard_compatible=False
         )

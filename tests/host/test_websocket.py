@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 import anyio
 import pytest
@@ -21,6 +22,7 @@ from acp_bridge.host.websocket import (
     WebSocketLimits,
     WebSocketRejectedError,
     WebSocketStream,
+    client_ssl_context,
     connect_websocket,
     serve_websocket,
 )
@@ -332,10 +334,11 @@ def _server_context(ca: trustme.CA) -> ssl.SSLContext:
 
 
 async def test_wss_with_a_trusted_certificate_round_trips_lines(
-    certificate_authority: trustme.CA,
+    certificate_authority: trustme.CA, tmp_path: Path
 ) -> None:
-    client_context = ssl.create_default_context()
-    certificate_authority.configure_trust(client_context)
+    ca_file = tmp_path / "ca.pem"
+    certificate_authority.cert_pem.write_to_path(str(ca_file))
+    client_context = client_ssl_context(ca_file)  # trusts that CA only
     async with serving(Echo(), ssl_context=_server_context(certificate_authority)) as port:
         url = _url(port, scheme="wss", host="localhost")
         async with await connect_websocket(url, token=TOKEN, ssl_context=client_context) as ws:
