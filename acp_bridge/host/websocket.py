@@ -31,7 +31,7 @@ import logging
 import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -46,25 +46,31 @@ from wsproto.events import AcceptConnection, RejectConnection, RejectData, Reque
 from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import ProtocolError as WsProtocolError
 
-from acp_bridge.errors import BridgeError
+from acp_bridge.errors import BridgeError, UnsafeFileError
+from acp_bridge.host.tokens import load_or_create_token
 from acp_bridge.host.ws_protocol import (
     ACP_PATH,
     DEFAULT_MAX_MESSAGE_BYTES,
     Ending,
     LineFraming,
+    ListenRefusedError,
     Received,
     Refusal,
+    check_bind,
     judge_upgrade,
     parse_listen,
+    websocket_url,
 )
 
 __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
+    "ListenPlan",
     "WebSocketLimits",
     "WebSocketRejectedError",
     "WebSocketStream",
     "client_ssl_context",
     "connect_websocket",
+    "plan_listen",
     "serve_websocket",
     "server_ssl_context",
 ]
@@ -309,6 +315,84 @@ def client_ssl_context(ca_file: Path | None = None) -> ssl.SSLContext:
 Handler = Callable[[WebSocketStream], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class ListenPlan:
+    """What ``serve --listen`` will serve, every flag checked before anything listens:
+    :func:`plan_listen` makes it, :meth:`serve` runs it."""
+
+    listen: str
+    host: str
+    port: int
+    token: str = field(repr=False)
+    token_file: Path
+    ssl_context: ssl.SSLContext | None
+
+    def url(self, port: int | None = None) -> str:
+        """The URL clients use (``port``: the one bound, when ``--listen`` said 0)."""
+        tls = self.ssl_context is not None
+        return websocket_url(self.host, self.port if port is None else port, tls=tls)
+
+    async def serve(
+        self,
+        handler: Handler,
+        *,
+        limits: WebSocketLimits = WebSocketLimits(),
+        task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """:func:`serve_websocket` with this plan's address, token and TLS."""
+        await serve_websocket(
+            self.listen,
+            handler,
+            token=self.token,
+            ssl_context=self.ssl_context,
+            limits=limits,
+            task_status=task_status,
+        )
+
+
+def plan_listen(
+    listen: str,
+    *,
+    token_file: Path,
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
+    insecure: bool = False,
+) -> ListenPlan:
+    """Check ``--listen HOST:PORT`` with ``--token-file``, ``--tls-cert``/``--tls-key`` and
+    ``--insecure``: a well-formed address, both TLS files or neither, TLS beyond loopback
+    unless ``insecure``, a certificate and key that load, and the token (read, or made in a
+    new 0600 file: :func:`~acp_bridge.host.tokens.load_or_create_token`).
+
+    Raises:
+        ListenRefusedError: one line naming the flag at fault.
+        UnsafeFileError: the token file is not a private file of yours, or others can read it.
+    """
+    host, port = parse_listen(listen)
+    if (tls_cert is None) != (tls_key is None):
+        raise ListenRefusedError("--tls-cert and --tls-key go together: give both, or neither")
+    check_bind(host, tls=tls_cert is not None, insecure=insecure)
+    ssl_context = None
+    if tls_cert is not None and tls_key is not None:
+        try:
+            ssl_context = server_ssl_context(tls_cert, tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise ListenRefusedError(
+                f"--tls-cert {tls_cert} --tls-key {tls_key}: cannot use them: {_one_line(exc)}"
+            ) from exc
+    try:
+        token = load_or_create_token(token_file)
+    except UnsafeFileError:
+        raise
+    except OSError as exc:
+        raise ListenRefusedError(f"--token-file {token_file}: {_one_line(exc)}") from exc
+    return ListenPlan(listen, host, port, token, token_file, ssl_context)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return " ".join(text.split()) or type(exc).__name__
+
+
 async def serve_websocket(
     listen: str,
     handler: Handler,
@@ -326,7 +410,7 @@ async def serve_websocket(
     The caller checks the bind first (:func:`~acp_bridge.host.ws_protocol.check_bind`).
 
     Raises:
-        BindRefusedError: ``listen`` is no ``HOST:PORT``.
+        ListenRefusedError: ``listen`` is no ``HOST:PORT``.
         OSError: the address cannot be listened on.
     """
     host, port = parse_listen(listen)

@@ -38,15 +38,16 @@ from acp_bridge.errors import BridgeError, LocalProtocolError
 __all__ = [
     "ACP_PATH",
     "DEFAULT_MAX_MESSAGE_BYTES",
-    "BindRefusedError",
     "Ending",
     "LineFraming",
+    "ListenRefusedError",
     "Received",
     "Refusal",
     "check_bind",
     "is_loopback",
     "judge_upgrade",
     "parse_listen",
+    "websocket_url",
 ]
 
 ACP_PATH: Final = "/acp"
@@ -61,9 +62,10 @@ _CLEAN_CLOSE_CODES: Final = frozenset(
 """Close codes that end the stream as such; any other (1009, 1011, ...) says something broke."""
 
 
-class BindRefusedError(BridgeError):
-    """``--listen`` names an address acp-bridge will not listen on as asked (one line, naming
-    the flags that change it)."""
+class ListenRefusedError(BridgeError):
+    """``--listen`` and its flags ask for something acp-bridge will not do: a malformed
+    address, a bind beyond loopback without TLS, half a TLS pair, a certificate that does not
+    load. One line, naming the flags that change it."""
 
 
 # --- listening ---------------------------------------------------------------------------------
@@ -73,7 +75,7 @@ def parse_listen(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT`` for an IPv6 address) as ``(host, port)``.
 
     Raises:
-        BindRefusedError: not of that shape, or the port is not 0..65535.
+        ListenRefusedError: not of that shape, or the port is not 0..65535.
     """
     host, sep, port_text = text.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
@@ -81,10 +83,16 @@ def parse_listen(text: str) -> tuple[str, int]:
     elif ":" in host:
         sep = ""  # an IPv6 address needs its brackets, or the port cannot be told apart
     if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise BindRefusedError(
+        raise ListenRefusedError(
             f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8765 or [::1]:8765"
         )
     return host, int(port_text)
+
+
+def websocket_url(host: str, port: int, *, tls: bool, path: str = ACP_PATH) -> str:
+    """The URL a client connects to (an IPv6 address in brackets)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{'wss' if tls else 'ws'}://{shown}:{port}{path}"
 
 
 def is_loopback(host: str) -> bool:
@@ -106,11 +114,11 @@ def check_bind(host: str, *, tls: bool, insecure: bool) -> None:
     the bearer token and every prompt would cross the network in clear.
 
     Raises:
-        BindRefusedError: one line naming the flags.
+        ListenRefusedError: one line naming the flags.
     """
     if tls or insecure or is_loopback(host):
         return
-    raise BindRefusedError(
+    raise ListenRefusedError(
         f"--listen on {host} reaches beyond this machine: give --tls-cert and --tls-key, "
         "or --insecure to send the token and prompts unencrypted on purpose"
     )

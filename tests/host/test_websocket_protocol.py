@@ -11,9 +11,9 @@ from wsproto.frame_protocol import CloseReason
 
 from acp_bridge.errors import LocalProtocolError
 from acp_bridge.host.ws_protocol import (
-    BindRefusedError,
     Ending,
     LineFraming,
+    ListenRefusedError,
     Received,
     check_bind,
     is_loopback,
@@ -247,7 +247,7 @@ def test_listen_addresses_are_parsed(text: str, expected: tuple[str, int]) -> No
 
 @pytest.mark.parametrize("text", ["8765", ":8765", "host:", "host:http", "::1:80", "h:70000"])
 def test_malformed_listen_addresses_are_refused_with_an_example(text: str) -> None:
-    with pytest.raises(BindRefusedError, match=r"expected HOST:PORT, e\.g\."):
+    with pytest.raises(ListenRefusedError, match=r"expected HOST:PORT, e\.g\."):
         parse_listen(text)
 
 
@@ -262,7 +262,7 @@ def test_loopback_binds_need_no_tls(host: str) -> None:
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.5", "10.0.0.1", "example.org", ""])
 def test_a_bind_beyond_loopback_needs_tls_or_insecure(host: str) -> None:
     assert not is_loopback(host)
-    with pytest.raises(BindRefusedError) as caught:
+    with pytest.raises(ListenRefusedError) as caught:
         check_bind(host, tls=False, insecure=False)
     message = str(caught.value)
     assert "\n" not in message
