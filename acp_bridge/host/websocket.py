@@ -11,7 +11,10 @@ such a stream over a WebSocket connection (one JSON-RPC message per text message
   With an :class:`ssl.SSLContext` (:func:`server_ssl_context`) each connection is TLS first.
   At most ``max_connections`` connections are served at once; past it, the next waits in the
   listen backlog until one ends. The TLS and HTTP handshakes are bounded in time.
-* :func:`connect_websocket` is the client: ``ws://`` or ``wss://``, with the token.
+* :func:`plan_listen` checks ``serve --listen``'s flags (address, bind rule, TLS pair, token
+  file) before anything listens; :meth:`ListenPlan.serve` then runs :func:`serve_websocket`.
+* :func:`connect_websocket` is the client: ``ws://`` or ``wss://``, with the token
+  (:func:`client_ssl_context` trusts a CA file for a host with a certificate of its own).
 
 Each connection is TLS (when asked), then one HTTP request, then WebSocket frames. wsproto does
 the frames and the 101 answer; it is sans-IO (in h11's family), so all of this runs on anyio's
@@ -43,7 +46,6 @@ from anyio.streams.tls import TLSStream
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import Connection
 from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
-from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import ProtocolError as WsProtocolError
 
 from acp_bridge.errors import BridgeError, UnsafeFileError
@@ -633,8 +635,3 @@ async def _upgrade(
                     assert status is not None
                     reason = body.decode(errors="replace").strip().splitlines()
                     raise WebSocketRejectedError(url, status, reason[0] if reason else "")
-
-
-# Close codes a caller may want to compare with (wsproto's names).
-MESSAGE_TOO_BIG: Final = int(CloseReason.MESSAGE_TOO_BIG)
-INVALID_PAYLOAD: Final = int(CloseReason.INVALID_FRAME_PAYLOAD_DATA)
