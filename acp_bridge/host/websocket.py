@@ -126,6 +126,10 @@ class WebSocketStream(ByteStream):
     close code: 1009 for a message over the bound, 1007 for a newline in one, 1003 for a binary
     one), a close in the middle of a message, or a lost transport;
     :class:`anyio.ClosedResourceError` after our own :meth:`aclose`.
+
+    A :meth:`send` cancelled while its frames were being written may leave part of a frame
+    on the wire, as a cancelled write to a TCP stream may: the connection is then of no
+    more use. The JSON-RPC peer's writer cancels its task only when the connection ends.
     """
 
     def __init__(
