@@ -41,7 +41,16 @@ from urllib.parse import urlsplit
 
 import anyio
 import h11
-from anyio.abc import ByteStream, SocketAttribute, SocketListener, TaskStatus
+from anyio.abc import (
+    ByteStream,
+    Listener,
+    SocketAttribute,
+    SocketListener,
+    SocketStream,
+    TaskGroup,
+    TaskStatus,
+)
+from anyio.streams.stapled import MultiListener
 from anyio.streams.tls import TLSStream
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import Connection
@@ -68,6 +77,7 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "ListenPlan",
     "WebSocketLimits",
+    "WebSocketListener",
     "WebSocketRejectedError",
     "WebSocketStream",
     "client_ssl_context",
@@ -338,6 +348,14 @@ class ListenPlan:
         tls = self.ssl_context is not None
         return websocket_url(self.host, self.port if port is None else port, tls=tls)
 
+    async def open_listener(
+        self, *, limits: WebSocketLimits = WebSocketLimits()
+    ) -> WebSocketListener:
+        """:meth:`WebSocketListener.open` with this plan's address, token and TLS."""
+        return await WebSocketListener.open(
+            self.listen, token=self.token, ssl_context=self.ssl_context, limits=limits
+        )
+
     async def serve(
         self,
         handler: Handler,
@@ -399,6 +417,116 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split()) or type(exc).__name__
 
 
+class WebSocketListener(Listener[WebSocketStream]):
+    """An anyio listener of WebSocket connections that passed the opening handshake (the
+    path, the upgrade, the token; TLS first when ``ssl_context`` is given), so whatever
+    serves an anyio listener (the host's ``serve_listener``) serves it as it serves the Unix
+    socket. :meth:`open` binds ``HOST:PORT``.
+
+    :meth:`serve` takes a slot of ``max_connections`` before each accept and gives it back
+    when the connection's handler returns; the handshake of each connection runs in the
+    connection's own task (in ``task_group`` when given), bounded by ``handshake_timeout_s``.
+    A handler that raises is logged, and the other connections go on.
+    """
+
+    def __init__(
+        self,
+        tcp: MultiListener[SocketStream],
+        *,
+        token: str,
+        ssl_context: ssl.SSLContext | None = None,
+        path: str = ACP_PATH,
+        limits: WebSocketLimits = WebSocketLimits(),
+    ) -> None:
+        self._tcp = tcp
+        self._token = token
+        self._ssl_context = ssl_context
+        self._path = path
+        self._limits = limits
+        self._slots = anyio.Semaphore(limits.max_connections)  # given back by each connection
+
+    @classmethod
+    async def open(
+        cls,
+        listen: str,
+        *,
+        token: str,
+        ssl_context: ssl.SSLContext | None = None,
+        path: str = ACP_PATH,
+        limits: WebSocketLimits = WebSocketLimits(),
+    ) -> WebSocketListener:
+        """Bind ``listen`` (``HOST:PORT``; the caller checked the bind rule, see
+        :func:`plan_listen`).
+
+        Raises:
+            ListenRefusedError: ``listen`` is no ``HOST:PORT``.
+            OSError: the address cannot be listened on.
+        """
+        host, port = parse_listen(listen)
+        tcp = await anyio.create_tcp_listener(local_host=host, local_port=port)
+        listener = cls(tcp, token=token, ssl_context=ssl_context, path=path, limits=limits)
+        url = websocket_url(host, listener.port, tls=ssl_context is not None, path=path)
+        log.info("listening for ACP over WebSocket at %s", url)
+        return listener
+
+    @property
+    def port(self) -> int:
+        """The TCP port bound (the one chosen, when ``HOST:0`` was asked)."""
+        port: int = self._tcp.extra(SocketAttribute.local_port)
+        return port
+
+    @property
+    def extra_attributes(self) -> Mapping[Any, Callable[[], Any]]:
+        return self._tcp.extra_attributes
+
+    async def serve(
+        self, handler: Callable[[WebSocketStream], Any], task_group: TaskGroup | None = None
+    ) -> None:
+        async with anyio.create_task_group() as own:
+            connections = own if task_group is None else task_group
+            for socket_listener in self._tcp.listeners:  # "localhost": IPv4 and IPv6
+                assert isinstance(socket_listener, SocketListener)  # create_tcp_listener's
+                own.start_soon(self._accept_loop, socket_listener, handler, connections)
+
+    async def _accept_loop(
+        self,
+        socket_listener: SocketListener,
+        handler: Callable[[WebSocketStream], Any],
+        connections: TaskGroup,
+    ) -> None:
+        while True:
+            await self._slots.acquire()  # taken before accepting: past the bound, the backlog waits
+            try:
+                stream = await socket_listener.accept()
+            except BaseException:
+                self._slots.release()
+                raise
+            connections.start_soon(self._serve_connection, stream, handler)
+
+    async def _serve_connection(
+        self, stream: SocketStream, handler: Callable[[WebSocketStream], Any]
+    ) -> None:
+        try:
+            websocket = None
+            with anyio.move_on_after(self._limits.handshake_timeout_s):
+                websocket = await _accept(
+                    stream, self._token, self._ssl_context, self._path, self._limits
+                )
+            if websocket is None:
+                await _close_quietly(stream)
+                return
+            async with websocket:
+                try:
+                    await handler(websocket)
+                except Exception:  # one connection's failure never ends the others
+                    log.exception("the handler of a WebSocket connection failed")
+        finally:
+            self._slots.release()
+
+    async def aclose(self) -> None:
+        await self._tcp.aclose()
+
+
 async def serve_websocket(
     listen: str,
     handler: Handler,
@@ -412,62 +540,18 @@ async def serve_websocket(
     """Serve ACP over WebSocket on ``listen`` (``HOST:PORT``) until cancelled: each connection
     that passes the handshake is handed to ``handler``, which owns it (the stream is closed
     when the handler returns). ``task_status.started`` gets the port (useful with port 0).
-
-    The caller checks the bind first (:func:`~acp_bridge.host.ws_protocol.check_bind`).
+    A :class:`WebSocketListener`, opened and served.
 
     Raises:
         ListenRefusedError: ``listen`` is no ``HOST:PORT``.
         OSError: the address cannot be listened on.
     """
-    host, port = parse_listen(listen)
-    listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
-    slots = anyio.Semaphore(limits.max_connections)  # released by the connection task
-
-    async def accept_loop(socket_listener: SocketListener) -> None:
-        while True:
-            await slots.acquire()  # taken before accepting: past the bound, the backlog waits
-            try:
-                stream = await socket_listener.accept()
-            except BaseException:
-                slots.release()
-                raise
-            connections.start_soon(
-                _serve_connection, stream, handler, token, ssl_context, path, limits, slots
-            )
-
-    async with listener, anyio.create_task_group() as connections:
-        bound = listener.extra(SocketAttribute.local_port)
-        scheme = "wss" if ssl_context else "ws"
-        log.info("serving ACP over WebSocket at %s://%s:%d%s", scheme, host, bound, path)
-        for socket_listener in listener.listeners:  # "localhost": IPv4 and IPv6, one port
-            assert isinstance(socket_listener, SocketListener)  # as create_tcp_listener makes
-            connections.start_soon(accept_loop, socket_listener)
-        task_status.started(bound)
-
-
-async def _serve_connection(
-    stream: ByteStream,
-    handler: Handler,
-    token: str,
-    ssl_context: ssl.SSLContext | None,
-    path: str,
-    limits: WebSocketLimits,
-    slots: anyio.Semaphore,
-) -> None:
-    try:
-        websocket = None
-        with anyio.move_on_after(limits.handshake_timeout_s):
-            websocket = await _accept(stream, token, ssl_context, path, limits)
-        if websocket is None:
-            await _close_quietly(stream)
-            return
-        async with websocket:
-            try:
-                await handler(websocket)
-            except Exception:  # one connection's failure never ends the server
-                log.exception("the handler of a WebSocket connection failed")
-    finally:
-        slots.release()
+    listener = await WebSocketListener.open(
+        listen, token=token, ssl_context=ssl_context, path=path, limits=limits
+    )
+    async with listener:
+        task_status.started(listener.port)
+        await listener.serve(handler)
 
 
 async def _accept(
