@@ -221,6 +221,9 @@ async def test_another_path_is_404_and_a_plain_request_426() -> None:
         )
         answer = await _raw_http(port, http_1_0)
         assert answer.startswith(b"HTTP/1.1 400 ") and b"Host" in answer
+        endless = b"GET /acp HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 20_000  # and no end
+        answer = await _raw_http(port, endless)  # an unfinished head is read to 16 KiB, no more
+        assert answer.startswith(b"HTTP/1.1 400 ")
     assert echo.connected == 0
 
 
