@@ -71,6 +71,7 @@ from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.queue_states import RETRYABLE_STATES, MessageState
 from acp_bridge.errors import AgentError, BridgeError, SpawnError
+from acp_bridge.host.owner_endpoint import owner_endpoint
 from acp_bridge.process.spec import AgentSpec
 
 __all__ = ["chat_command"]
@@ -233,7 +234,8 @@ class _Chat:
                                     self._print, conversation.subscribe(replay=True)
                                 )
                                 self.conversation = conversation
-                                await self._converse(conversation)
+                                async with owner_endpoint(conversation, store):  # issue 22
+                                    await self._converse(conversation)
                             self.conversation = None
                     except BaseExceptionGroup as group:
                         if len(group.exceptions) == 1:

@@ -28,6 +28,7 @@ from acp_bridge.cli import (
     proxy_args,
     replay_args,
     run_args,
+    serve_args,
 )
 from acp_bridge.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, HELP
 from acp_bridge.cli.options import OneLineParser, UnusableHomeError
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         proxy_args,
         replay_args,
         conversations_args,
+        serve_args,
     ):
         registrar.register(commands)
     return parser

@@ -67,6 +67,7 @@ from acp_bridge.errors import (
     QueueStoreError,
     SpawnError,
 )
+from acp_bridge.host.owner_endpoint import owner_endpoint
 from acp_bridge.process import killer
 from acp_bridge.process.early import AdoptedProcess
 from acp_bridge.process.spec import AgentSpec
@@ -280,9 +281,10 @@ async def _run_agent(
                     ) as conversation:
                         printing.start_soon(printer.run, conversation.subscribe(replay=True))
                         interrupts.conversation = conversation
-                        code = await _drive(
-                            store, conversation, args, interrupts, unsettled, record.paused
-                        )
+                        async with owner_endpoint(conversation, store):  # issue 22
+                            code = await _drive(
+                                store, conversation, args, interrupts, unsettled, record.paused
+                            )
                     interrupts.conversation = None
             except BaseExceptionGroup as group:
                 # e.g. the session asked for could not be restored, or the store was removed

@@ -266,6 +266,7 @@ class _Methods:
             raise RpcError(_INVALID_PARAMS, "_acp_bridge/watch: from must be an integer cursor")
         self._room_for_a_session()
         cursor = await entry.hub.attach(self.client, 0 if start is None else start, watch=True)
+        await self.client.outbox.wait_handed(self.client.outbox.put_count)  # the replay first
         return {"cursor": cursor}
 
     async def unwatch(self, params: Any) -> dict[str, Any]:

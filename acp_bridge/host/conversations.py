@@ -35,7 +35,7 @@ from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.records import ConversationRecord, EventRecord
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.core.condition import Condition
-from acp_bridge.errors import BridgeError, RpcError
+from acp_bridge.errors import BridgeError, QueueStoreError, RpcError
 from acp_bridge.host.clients import Client
 from acp_bridge.host.log_view import SENDER_KIND, SenderLabels, acp_update, watch_event
 from acp_bridge.host.owner import ConversationOwner
@@ -126,6 +126,7 @@ class ConversationHub:
                 break
         (self.watchers if watch else self.attached)[client.number] = client
         (client.watching if watch else client.sessions).add(self.id)
+        self.changed.notify_all()
         return position
 
     def detach(self, client: Client) -> None:
@@ -133,6 +134,7 @@ class ConversationHub:
         self.watchers.pop(client.number, None)
         client.sessions.discard(self.id)
         client.watching.discard(self.id)
+        self.changed.notify_all()
 
     def unwatch(self, client: Client) -> None:
         self.watchers.pop(client.number, None)
@@ -168,7 +170,12 @@ class ConversationHub:
         commits = conversation.commits
         while True:
             seen = commits.batches
-            if not await self.catch_up() and commits.batches == seen:
+            try:
+                caught_up = await self.catch_up()
+            except QueueStoreError as exc:  # the conversation reports it (and stops) itself
+                log.debug("%s: the event log cannot be read: %s", self.id, exc)
+                return
+            if not caught_up and commits.batches == seen:
                 await commits.changed.wait()
 
     async def catch_up(self) -> bool:
@@ -392,6 +399,10 @@ class HostConversation:
             ask=lambda request: self.hub.ask_permission(request, settings.permission),
         )
         try:
+            fresh = await anyio.to_thread.run_sync(self._store.get_conversation, self.id)
+            if fresh is None:
+                raise ValueError(f"conversation {self.id} was removed from the store")
+            self.record = fresh  # its session id as the last agent left it
             spec = settings.spec_for(self.record)
             self.agent_state = "starting"
             async with open_supervised_agent(spec, settings.options_for(policy)) as agent:
@@ -411,6 +422,9 @@ class HostConversation:
         except (BridgeError, OSError, ValueError) as exc:
             self._failure = exc
             log.warning("%s: %s", self.id, exc)
+        except Exception as exc:  # one conversation's failure must not end the host
+            self._failure = exc
+            log.exception("%s: the conversation failed", self.id)
         finally:
             self.agent_state = "stopped"
             self.agent_pid = None

@@ -27,7 +27,14 @@ from pathlib import Path
 
 from acp_bridge.safe_files import open_private_directory, open_private_file
 
-__all__ = ["ConversationBusyError", "ConversationOwner", "OwnerInfo", "lock_path", "read_owner"]
+__all__ = [
+    "ConversationBusyError",
+    "ConversationOwner",
+    "OwnerInfo",
+    "held_owner",
+    "lock_path",
+    "read_owner",
+]
 
 _LOCK_BYTES = 4096
 """The most of a lock file read (a pid and a socket path)."""
@@ -59,6 +66,10 @@ class ConversationOwner:
         self.conversation_id = conversation_id
         self.path = lock_path(store_path, conversation_id)
         self._fd: int | None = None
+
+    @property
+    def is_held(self) -> bool:
+        return self._fd is not None
 
     def set_socket(self, socket_path: Path | None) -> None:
         """Write where this owner serves the conversation's endpoint (None: nowhere) into
@@ -95,13 +106,25 @@ class ConversationOwner:
             os.close(fd)
             raise
         self._fd = fd
+        _HELD[self.path] = self
 
     def release(self) -> None:
+        if _HELD.get(self.path) is self:
+            del _HELD[self.path]
         fd, self._fd = self._fd, None
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             os.close(fd)  # closing the last descriptor releases the flock
+
+
+_HELD: dict[Path, ConversationOwner] = {}
+"""The locks this process holds, by lock file (one owner per conversation)."""
+
+
+def held_owner(store_path: Path, conversation_id: str) -> ConversationOwner | None:
+    """The lock of a conversation this process owns, if it does."""
+    return _HELD.get(lock_path(store_path, conversation_id))
 
 
 class OwnerInfo:

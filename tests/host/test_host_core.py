@@ -181,3 +181,33 @@ async def test_unknown_session_is_refused(tmp_path: Path) -> None:
             with pytest.raises(RpcError) as caught:
                 await client.request("session/load", {"sessionId": "nope", "cwd": "/"})
             assert caught.value.code == -32002
+
+
+async def test_a_client_loading_mid_turn_gets_every_update_once_in_order(tmp_path: Path) -> None:
+    async with running_host(tmp_path, agent_argv("echo_agent.py")) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with connect(socket, name="first") as first, connect(socket, name="late") as late:
+            sid = (await first.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+                "sessionId"
+            ]
+            answers: list[Any] = []
+
+            async def prompt() -> None:
+                answers.append(
+                    await first.request(
+                        "session/prompt", {"sessionId": sid, "prompt": _prompt("trickle 300 2")}
+                    )
+                )
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(prompt)
+                await first.wait_for(lambda c: len(c.texts()) >= 50)  # mid-turn
+                await late.request(
+                    "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+                )
+            assert answers == [{"stopReason": "end_turn"}]
+            expected = [f"trickle-1-{i} " for i in range(300)]
+            assert first.texts() == expected
+            await late.wait_for(lambda c: len(c.texts()) >= 300)
+            assert late.texts() == expected  # the replay, then live: never twice, no gap
