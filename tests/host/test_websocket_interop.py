@@ -1,7 +1,7 @@
 """The TypeScript SDK 2.4.0's own WebSocket client transport (createWebSocketStream, with the
 ``ws`` package) against our listener, on both anyio backends: the handler is a minimal ACP
-agent on our JSON-RPC peer (initialize, session/new, a prompt that streams one chunk), so the
-host's line code runs over the WebSocket unchanged."""
+agent on our JSON-RPC peer (initialize, session/new, a prompt that streams one chunk), then the
+host itself (its serve_listener serving a WebSocketListener), with the echo fixture agent."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
-from acp_bridge.host.websocket import WebSocketStream, serve_websocket
+from acp_bridge.host.websocket import WebSocketListener, WebSocketStream, serve_websocket
 from acp_bridge.rpc.peer import JsonRpcPeer
+from tests.host.harness import agent_argv, running_host
 from tests.node_sdk import ensure_node_sdk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -80,3 +81,15 @@ async def test_the_typescript_sdk_websocket_client_talks_acp_to_our_listener(
         refused = await _run_client(node_dir, f"ws://127.0.0.1:{port}/acp", "wrong")
         assert refused == {"error": "Unexpected server response: 401"}  # the ws package says so
         tg.cancel_scope.cancel()
+
+
+async def test_the_typescript_sdk_websocket_client_talks_to_the_host(
+    node_dir: Path, tmp_path: Path
+) -> None:
+    async with running_host(tmp_path, agent_argv("echo_agent.py")) as host:
+        listener = await WebSocketListener.open("127.0.0.1:0", token=TOKEN)
+        host.task_group.start_soon(host.serve_listener, listener)
+        summary = await _run_client(node_dir, f"ws://127.0.0.1:{listener.port}/acp", TOKEN)
+        assert summary["text"] == "hello" and summary["stopReason"] == "end_turn", summary
+        conversations = [entry["sessionId"] for entry in host.listing()]
+        assert summary["sessionId"] in conversations  # the session is a host conversation
