@@ -57,6 +57,7 @@ from wsproto.connection import Connection
 from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
 from wsproto.utilities import ProtocolError as WsProtocolError
 
+from acp_bridge.clock import loop_clock
 from acp_bridge.errors import BridgeError, UnsafeFileError
 from acp_bridge.host.tokens import load_or_create_token
 from acp_bridge.host.ws_protocol import (
@@ -95,6 +96,10 @@ HANDSHAKE_TIMEOUT_S: Final = 10.0
 """How long a new connection may take to finish its TLS handshake and its upgrade request."""
 CLOSE_TIMEOUT_S: Final = 5.0
 """How long we wait for the peer's close frame after sending ours, before closing anyway."""
+PING_INTERVAL_S: Final = 30.0
+"""A connection that sent nothing for this long is pinged, and closed (1011) if nothing, not
+even the pong, comes within as long again: a client whose network went away does not hold its
+slot and its place in a conversation until TCP gives up (hours). None: no pings."""
 _RECEIVE_BYTES: Final = 256 * 1024
 _MAX_REQUEST_BYTES: Final = 16 * 1024
 """The upgrade request's head: a request line and headers, no body."""
@@ -120,6 +125,7 @@ class WebSocketLimits:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
     close_timeout_s: float = CLOSE_TIMEOUT_S
+    ping_interval_s: float | None = PING_INTERVAL_S
 
 
 class WebSocketStream(ByteStream):
@@ -155,6 +161,8 @@ class WebSocketStream(ByteStream):
         self._close_timeout_s = close_timeout_s
         self._ready: deque[bytes] = deque()
         self._send_lock = anyio.Lock(fast_acquire=True)  # no scheduler pass when free
+        self._clock = loop_clock()
+        self._last_received = self._clock()  # when bytes last came from the peer
         self._receiving = False
         self._primed = False
         self._closed = False
@@ -211,6 +219,7 @@ class WebSocketStream(ByteStream):
     async def _receive_more(self) -> None:
         try:
             data: bytes | None = await self._transport.receive(_RECEIVE_BYTES)
+            self._last_received = self._clock()
         except (anyio.EndOfStream, anyio.BrokenResourceError):
             data = None
         except anyio.ClosedResourceError:
@@ -287,6 +296,36 @@ class WebSocketStream(ByteStream):
                 except anyio.EndOfStream:
                     break
                 self._framing.receive_data(data)
+
+    async def keep_alive(self, interval_s: float) -> None:
+        """Ping the peer after ``interval_s`` with nothing received, and close the connection
+        (1011) when nothing comes within ``interval_s`` more; returns then. Run it beside the
+        task that receives (the pong is read by :meth:`receive`)."""
+        while True:
+            quiet_s = self._clock() - self._last_received
+            if quiet_s < interval_s:
+                await anyio.sleep(interval_s - quiet_s)
+                continue
+            pinged = self._clock()
+            with anyio.move_on_after(interval_s):  # a sender stuck on a full socket holds it
+                await self.ping(b"keep-alive")
+                await anyio.sleep(interval_s)
+            if self._last_received < pinged:
+                log.info("closing a WebSocket: no answer to a ping in %.0f s", interval_s)
+                await self.close(1011, "no answer to a ping")
+                return
+
+    async def close(self, code: int, reason: str = "") -> None:
+        """:meth:`aclose` with this close code and reason (1000 and none by default)."""
+        with (
+            anyio.move_on_after(self._close_timeout_s),
+            contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError),
+        ):
+            async with self._send_lock:
+                frame = self._framing.close_frame(code, reason)
+                if frame:
+                    await self._transport.send(frame)
+        await self.aclose()
 
     async def ping(self, payload: bytes = b"") -> None:
         """Send a ping (its pong is read, and dropped, by :meth:`receive`)."""
@@ -515,11 +554,14 @@ class WebSocketListener(Listener[WebSocketStream]):
             if websocket is None:
                 await _close_quietly(stream)
                 return
-            async with websocket:
+            async with websocket, anyio.create_task_group() as tg:
+                if self._limits.ping_interval_s is not None:
+                    tg.start_soon(websocket.keep_alive, self._limits.ping_interval_s)
                 try:
                     await handler(websocket)
                 except Exception:  # one connection's failure never ends the others
                     log.exception("the handler of a WebSocket connection failed")
+                tg.cancel_scope.cancel()
         finally:
             self._slots.release()
 

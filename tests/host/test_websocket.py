@@ -50,6 +50,8 @@ class Echo:
                 await stream.send(chunk)
         except anyio.BrokenResourceError:
             self.endings.append(f"broken {stream.close_code}")
+        except anyio.ClosedResourceError:
+            self.endings.append(f"closed by the server {stream.close_code}")
         else:
             self.endings.append(f"end of stream {stream.close_code}")
         self.ended.set()
@@ -299,6 +301,34 @@ async def test_a_client_that_never_finishes_its_handshake_is_dropped_and_frees_i
             await client.send(b"{}\n")
             assert await client.receive() == b"{}\n"
     assert echo.connected == 1
+
+
+async def test_a_peer_that_answers_no_ping_is_closed_with_1011() -> None:
+    echo = Echo()
+    async with serving(echo, limits=WebSocketLimits(ping_interval_s=0.1)) as port:
+        raw = await RawClient.connect(port)  # and it never reads again
+        await echo.ended.wait()
+        await raw.stream.aclose()
+    assert echo.endings == ["closed by the server 1011"]
+
+
+async def test_a_peer_that_answers_pings_stays_connected() -> None:
+    echo = Echo()
+    async with serving(echo, limits=WebSocketLimits(ping_interval_s=0.3)) as port:
+        raw = await RawClient.connect(port)
+        answered = 0
+        while answered < 3:  # the server pings whenever it heard nothing for 0.3 s
+            event = await raw.next_event()
+            assert isinstance(event, Ping), event
+            await raw.send(event.response())
+            answered += 1
+        await raw.send(TextMessage(data="{}"))
+        echoed = await raw.next_event()
+        while isinstance(echoed, Ping):  # one more may come first
+            await raw.send(echoed.response())
+            echoed = await raw.next_event()
+        assert isinstance(echoed, TextMessage) and echoed.data == "{}"
+        await raw.stream.aclose()
 
 
 async def test_a_failing_handler_is_logged_and_the_server_goes_on(
