@@ -298,7 +298,7 @@ class LineFraming:
             elif isinstance(event, BytesMessage) and self._ending is None:
                 reason = "ACP messages are text, not binary"
                 self._fail(CloseReason.UNSUPPORTED_DATA, reason, out)
-            # Pong: nothing to do (we ping for no reason of our own).
+            # Pong: nothing more to do (its bytes arriving are the answer a keep-alive waits for).
         out.ending = self._ending
         return out
 
