@@ -95,6 +95,7 @@ PURE_MODULES = [
     "proxy/script.py",
     "agents/tools.py",
     "host/log_view.py",
+    "host/ws_protocol.py",
 ]
 IMPURE_IMPORTS = {"anyio", "trio", "asyncio", "os", "signal", "time", "subprocess", "socket"}
 

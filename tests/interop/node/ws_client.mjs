@@ -1,0 +1,40 @@
+// A client on the TypeScript ACP SDK 2.4.0's own WebSocket transport: createWebSocketStream
+// from "@agentclientprotocol/sdk/experimental/ws-client" (installed under the alias
+// acp-sdk-2.4), with the `ws` package's constructor, since Node 20 has no global WebSocket.
+// Usage: node ws_client.mjs URL [TOKEN]
+// Initializes, opens one session, prompts once, and prints one JSON summary line on stdout:
+// what came back, or {"error": ...} when the connection or a request failed.
+import WebSocket from "ws";
+import { client, methods, PROTOCOL_VERSION } from "acp-sdk-2.4";
+import { createWebSocketStream } from "acp-sdk-2.4/experimental/ws-client";
+
+const [url, token] = process.argv.slice(2);
+if (!url) {
+  console.error("usage: node ws_client.mjs URL [TOKEN]");
+  process.exit(2);
+}
+const headers = token ? { Authorization: `Bearer ${token}` } : {};
+const summary = {};
+try {
+  const stream = createWebSocketStream(url, { WebSocket, headers });
+  await client({ name: "ts-sdk-ws-client" }).connectWith(stream, async (ctx) => {
+    const init = await ctx.request(methods.agent.initialize, {
+      protocolVersion: PROTOCOL_VERSION,
+      clientCapabilities: {},
+      clientInfo: { name: "ts-sdk-ws-client", version: "2.4.0" },
+    });
+    summary.protocolVersion = init.protocolVersion;
+    summary.agentName = init.agentInfo?.name ?? null;
+    const builder = ctx.buildSession({ cwd: process.cwd(), mcpServers: [] });
+    await builder.withSession(async (session) => {
+      summary.sessionId = session.sessionId;
+      const turn = session.prompt("hello");
+      summary.text = await session.readText();
+      summary.stopReason = (await turn).stopReason;
+    });
+  });
+} catch (error) {
+  summary.error = String(error?.message ?? error);
+}
+console.log(JSON.stringify(summary));
+process.exit(0);
