@@ -14,6 +14,7 @@ stderr as one line each, naming the agent.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections import OrderedDict
@@ -61,8 +62,14 @@ class EventPrinter:
         text: TextIO | None = None,
         notes: TextIO | None = None,
         on_text_closed: Callable[[], None] | None = None,
+        verbose: bool | None = None,
     ) -> None:
         self.json_mode = json_mode
+        # With -v the agent's start and each restored session get a line too (the log leaves
+        # out its own copy of every lifecycle event: see cli.main.configure_logging).
+        self._verbose = (
+            logging.getLogger().isEnabledFor(logging.INFO) if verbose is None else verbose
+        )
         self.agent = agent
         self._permission_mode = permission_mode
         self._text = cast(TextIO, GuardedOutput(text or sys.stdout, on_text_closed))
@@ -105,6 +112,10 @@ class EventPrinter:
             error = event.get("error") or {}
             message = error.get("message") if isinstance(error, dict) else error
             self._note(f"message {event['seq']} failed ({recoverable}): {message}")
+        elif kind == "agent_started" and self._verbose:
+            self._note(f"agent {self.agent} started: {_started(event)}")
+        elif kind == "session_restored" and self._verbose:
+            self._note(f"session {event.get('sessionId')} restored ({event.get('how')})")
         elif kind == "agent_exited":
             self._note(f"agent {self.agent} ended: {event.get('reason')}")
         elif kind == "agent_restarted":
@@ -238,3 +249,11 @@ class EventPrinter:
         if not self._color:
             return text
         return f"\x1b[{_COLORS[style]}m{text}\x1b[0m"
+
+
+def _started(event: dict[str, Any]) -> str:
+    """``agent_started`` in words: pid, the agent's name and version, the protocol."""
+    info = event.get("agentInfo") if isinstance(event.get("agentInfo"), dict) else {}
+    named = " ".join(str(info[key]) for key in ("name", "version") if info.get(key))
+    about = f"{named}, " if named else ""
+    return f"pid {event.get('pid')}, {about}ACP protocol {event.get('protocolVersion')}"
