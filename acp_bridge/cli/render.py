@@ -19,14 +19,14 @@ import os
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Final, TextIO, cast
+from typing import Any, Final, Protocol, TextIO, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from acp_bridge.cli.guarded_output import GuardedOutput, is_terminal
 
-__all__ = ["EventPrinter", "wants_color"]
+__all__ = ["AuthFailures", "EventPrinter", "wants_color"]
 
 _TITLES_KEPT: Final = 256
 """Tool-call titles remembered for their updates; the oldest is forgotten past this bound."""
@@ -40,6 +40,14 @@ _HINTS: Final = {
 }
 
 _COLORS: Final = {"dim": "2", "tool": "36", "plan": "34", "permission": "33", "done": "32"}
+
+
+class AuthFailures(Protocol):
+    """What knows whether the agent refused a turn for want of authentication (the
+    supervised agent)."""
+
+    @property
+    def auth_failure(self) -> BaseException | None: ...
 
 
 def wants_color(stream: TextIO) -> bool:
@@ -81,6 +89,7 @@ class EventPrinter:
         self._in_thought = False
         self._titles: OrderedDict[str, str] = OrderedDict()
         self._hinted: set[str] = set()
+        self._auth_failures: AuthFailures | None = None
         self.shown: set[str] = set()
         """The kinds of event shown so far."""
 
@@ -108,6 +117,8 @@ class EventPrinter:
         elif kind == "turn_ended":
             self._turn_ended(event)
         elif kind == "turn_failed":
+            if self._reported_at_the_end(event):
+                return
             recoverable = "recoverable" if event.get("recoverable") else "not recoverable"
             error = event.get("error") or {}
             message = error.get("message") if isinstance(error, dict) else error
@@ -127,6 +138,20 @@ class EventPrinter:
             )
         elif kind == "agent_gave_up":
             self._note(f"giving up on {self.agent}: {event.get('reason')}")
+
+    def leave_auth_failure_to_the_end(self, agent: AuthFailures) -> None:
+        """The command reports ``agent.auth_failure`` in one line when it ends (``run``: see
+        :func:`.failures.report_auth_required`), so the failed turn's note is not printed too."""
+        self._auth_failures = agent
+
+    def _reported_at_the_end(self, event: dict[str, Any]) -> bool:
+        failure = None if self._auth_failures is None else self._auth_failures.auth_failure
+        error = event.get("error")
+        return (
+            failure is not None
+            and isinstance(error, dict)
+            and error.get("message") == str(failure)
+        )
 
     def capability_refused(self, method: str) -> None:
         """The agent called ``method``, which is off: hint once at the flag that allows it."""
@@ -253,7 +278,8 @@ class EventPrinter:
 
 def _started(event: dict[str, Any]) -> str:
     """``agent_started`` in words: pid, the agent's name and version, the protocol."""
-    info = event.get("agentInfo") if isinstance(event.get("agentInfo"), dict) else {}
+    given = event.get("agentInfo")
+    info: dict[str, Any] = given if isinstance(given, dict) else {}
     named = " ".join(str(info[key]) for key in ("name", "version") if info.get(key))
     about = f"{named}, " if named else ""
     return f"pid {event.get('pid')}, {about}ACP protocol {event.get('protocolVersion')}"

@@ -271,6 +271,7 @@ async def _run_agent(
             progress.finish()
             interrupts.agent = agent
             interrupts.starting = None
+            printer.leave_auth_failure_to_the_end(agent)  # report_auth_required, below
             # The printer outlives the conversation: it prints every event, the final state of
             # a stopped turn included, and ends when the conversation closes its stream.
             try:
