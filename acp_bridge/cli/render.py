@@ -148,9 +148,7 @@ class EventPrinter:
         failure = None if self._auth_failures is None else self._auth_failures.auth_failure
         error = event.get("error")
         return (
-            failure is not None
-            and isinstance(error, dict)
-            and error.get("message") == str(failure)
+            failure is not None and isinstance(error, dict) and error.get("message") == str(failure)
         )
 
     def capability_refused(self, method: str) -> None:
