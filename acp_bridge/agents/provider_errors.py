@@ -7,8 +7,9 @@ whether retrying later may help, and the provider's own message (``providerMessa
 Authentication failures use ACP's ``auth_required`` code (-32000); the rest are -32603.
 
 An authentication failure's message is one short sentence naming the environment variable that
-holds the key for the model's provider (``ANTHROPIC_API_KEY`` for ``anthropic/claude-*``): the
-provider's own message is long (it lists every way to configure the provider) and is the same
+holds the key for the model's provider (``ANTHROPIC_API_KEY`` for ``anthropic/claude-*``). The
+provider's own message is quoted only when short ("invalid x-api-key" tells a wrong key from a
+missing one); a long one (Anthropic's lists every way to configure the provider) is the same
 advice, so it stays in ``data`` and in the agent's log (its stderr, which ``-v`` shows). The
 other kinds keep the provider's message in theirs: it is the only account of what was wrong.
 
@@ -22,7 +23,14 @@ from typing import Final
 
 from acp_bridge.errors import ErrorCode, RpcError
 
-__all__ = ["MAX_PROVIDER_MESSAGE", "api_key_variable", "is_rate_limit", "to_rpc_error", "unwrap"]
+__all__ = [
+    "MAX_PROVIDER_MESSAGE",
+    "SHORT_PROVIDER_MESSAGE",
+    "api_key_variable",
+    "is_rate_limit",
+    "to_rpc_error",
+    "unwrap",
+]
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +155,9 @@ def to_rpc_error(exc: BaseException, model: str) -> RpcError:
                 message = f"{model}: {what}. Provider said: {detail}"
                 return RpcError(ErrorCode.INTERNAL_ERROR, message, data)
             log.warning("%s: %s. Provider said: %s", model, what, detail)
+            said = _short(detail)
+            if said:  # "invalid x-api-key" tells a wrong key from a missing one
+                what += f" ({said})"
             key = api_key_variable(model)
             if name == "AuthenticationError":
                 what += f"; set {key}" if key else "; set the provider's API key"
@@ -158,6 +169,20 @@ def to_rpc_error(exc: BaseException, model: str) -> RpcError:
         f"{model}: the model request failed ({type(exc).__name__})",
         {"kind": "internal", "model": model, "retryable": False},
     )
+
+
+SHORT_PROVIDER_MESSAGE: Final = 100
+"""An auth failure's message quotes the provider's when it is at most this long, without
+litellm's ``litellm.AuthenticationError:`` prefix (a long one is advice on every way to
+configure the provider: it stays in ``data`` and the log)."""
+
+
+def _short(detail: str) -> str:
+    text = detail
+    head, colon, rest = text.partition(": ")
+    if colon and head.startswith("litellm.") and " " not in head:
+        text = rest.strip()
+    return text if len(text) <= SHORT_PROVIDER_MESSAGE else ""
 
 
 def _provider_message(exc: BaseException) -> str:

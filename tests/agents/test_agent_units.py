@@ -86,10 +86,16 @@ def test_provider_errors_become_clear_rpc_errors() -> None:
 
     auth = to_rpc_error(_exception("AuthenticationError")("bad key"), "m")
     assert auth.code == -32000 and auth.data["kind"] == "auth"
-    assert auth.message == "m: the provider refused the credentials; set the provider's API key"
-    assert auth.data["providerMessage"] == "bad key"  # kept out of the message: the same advice
+    assert auth.message == (
+        "m: the provider refused the credentials (bad key); set the provider's API key"
+    )
+    assert auth.data["providerMessage"] == "bad key"
     claude = to_rpc_error(_exception("AuthenticationError")("x" * 900), "anthropic/claude-x")
-    assert claude.message.endswith("; set ANTHROPIC_API_KEY") and "x" * 20 not in claude.message
+    # a long provider message stays in data (and the agent's log)
+    assert claude.message == (
+        "anthropic/claude-x: the provider refused the credentials; set ANTHROPIC_API_KEY"
+    )
+    assert len(claude.data["providerMessage"]) == MAX_PROVIDER_MESSAGE
     missing = to_rpc_error(_exception("InternalServerError")("Missing credentials: api_key"), "m")
     assert missing.code == -32000
     overflow = to_rpc_error(
