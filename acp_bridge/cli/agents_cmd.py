@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from acp_bridge.cli.agent_config import AgentEntry, ConfigError
+from acp_bridge.cli.columns import aligned
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from acp_bridge.cli.guarded_output import guarded_stdout
 from acp_bridge.cli.named_agents import default_config_path, load_catalog
@@ -74,10 +75,4 @@ def _table(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         found = "yes" if row["found"] else "no"
         lines.append((row["name"], row["source"], found, shlex.join(row["command"])))
-    widths = [max(len(line[i]) for line in lines) for i in range(3)]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line[:3], widths, strict=True))
-        + "  "
-        + line[3]
-        for line in lines
-    )
+    return "\n".join(aligned(lines))

@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from acp_bridge.cli.columns import aligned
+
 __all__ = [
     "HELP_TEXT",
     "Answer",
@@ -156,8 +158,7 @@ def help_text(commands: Sequence[Mapping[str, Any]]) -> str:
     named = command_names(commands)
     if not named:
         return HELP_TEXT
-    width = max(len(name) for name in named) + 3
-    lines = [f"  /{name.ljust(width - 1)}{text}".rstrip() for name, text in named.items()]
+    lines = aligned([(f"/{name}", text) for name, text in named.items()], indent="  ")
     hidden = sorted(name for name in named if name in _OURS)
     note = [f"  (//{name} reaches the agent's /{name})" for name in hidden]
     return "\n".join(

@@ -32,9 +32,10 @@ import re
 import shutil
 import sys
 import threading
-import unicodedata
 from collections.abc import Callable, Iterator
 from typing import Final, TextIO, cast
+
+from acp_bridge.cli.columns import display_width
 
 __all__ = [
     "PARTIAL_MAX",
@@ -49,13 +50,6 @@ _ERASE_BELOW: Final = "\x1b[J"
 
 
 _ESCAPES: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def display_width(text: str) -> int:
-    """Columns ``text`` takes on a terminal: escape sequences (colors) take none, wide East
-    Asian characters two."""
-    plain = _ESCAPES.sub("", text)
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in plain)
 
 
 def _no_buffer() -> str:

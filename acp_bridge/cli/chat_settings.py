@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from acp_bridge.cli.chat_router import ChooseMode, ChooseModel
+from acp_bridge.cli.columns import aligned
 from acp_bridge.client.session import Session
 from acp_bridge.conversation.conversation import Conversation
 
@@ -51,12 +52,13 @@ def _values(option: Any) -> list[tuple[str, str]]:
 
 
 def _listing(title: str, current: str | None, choices: list[tuple[str, str]], how: str) -> str:
-    lines = [f"{title}:"]
-    for value, name in choices:
-        mark = "*" if value == current else " "
-        lines.append(f" {mark} {value}" + (f"  {name}" if name and name != value else ""))
-    lines.append(how)
-    return "\n".join(lines)
+    """One choice a line, the current one marked, the names in one column whatever the ids'
+    widths."""
+    rows = [
+        (f"{'*' if value == current else ' '} {value}", *([name] if name and name != value else []))
+        for value, name in choices
+    ]
+    return "\n".join([f"{title}:", *aligned(rows, indent=" "), how])
 
 
 def list_modes(session: Session) -> str:

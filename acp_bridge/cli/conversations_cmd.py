@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from acp_bridge.cli.columns import aligned
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from acp_bridge.cli.guarded_output import guarded_stdout
 from acp_bridge.cli.options import default_store_path
@@ -94,14 +95,14 @@ def _list(args: argparse.Namespace) -> int:
     if not summaries:
         _say("no stored conversations")
         return EXIT_OK
-    print(f"{'ID':<32}  {'LAST ACTIVITY':<19}  {'MESSAGES':<28}  CWD  AGENT")
+    rows = [("ID", "LAST ACTIVITY", "MESSAGES", "CWD", "AGENT")]
     for summary in summaries:
         record = summary.record
         states = _states_text(summary.states) or "none"
-        print(
-            f"{record.id:<32}  {_when(record.updated_at)}  {states:<28}  {record.cwd}  "
-            f"{_agent_text(record)}"
+        rows.append(
+            (record.id, _when(record.updated_at), states, str(record.cwd), _agent_text(record))
         )
+    print("\n".join(aligned(rows)))
     return EXIT_OK
 
 

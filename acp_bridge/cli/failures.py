@@ -1,8 +1,11 @@
 """How ``run`` reports an agent it could not start, initialize or authenticate.
 
-On stderr: one sentence naming the agent, what happened and what to do next (for auth, the
-agent's own message and its auth methods). With ``--json``, the same facts as an ``error``
-event on stdout, so a script reading only stdout still learns why nothing happened.
+On stderr: one line naming the agent, what happened and what to do next. For auth: what the
+agent said (the built-in agent names the variable its provider's key is read from), and the
+``--auth-method`` choices when the agent lists any; the methods' descriptions and the agent's
+raw message are in the ``--json`` event, and the provider's long account in the agent's own log
+(``-v``). With ``--json``, the same facts as an ``error`` event on stdout, so a script reading
+only stdout still learns why nothing happened.
 """
 
 from __future__ import annotations
@@ -19,26 +22,14 @@ __all__ = ["report_agent_failure", "report_auth_required"]
 
 
 def report_auth_required(printer: EventPrinter, agent: str, exc: AuthRequiredError) -> int:
-    """The agent wants ``authenticate`` first: what it said, its methods, and the two ways on."""
-    said = f": {exc.agent_message}" if exc.agent_message else ""
-    lines = [f"{agent} requires authentication{said}."]
-    if exc.methods:
-        lines.append("Its auth methods:")
-        for method_id, name, description in exc.methods:
-            about = f" - {description}" if description else ""
-            lines.append(f"  {method_id}  {name}{about}")
-        lines.append(
-            f"Run again with --auth-method {exc.methods[0][0]} (or another id above), or log in "
-            "with the agent's own tool first."
-        )
-    else:
-        lines.append("It lists no auth methods: log in with the agent's own tool first.")
-    _say("\n".join(lines))
+    """The agent wants ``authenticate`` first: what it said, and the way on, in one line."""
+    line = _auth_line(agent, exc)
+    _say(line)
     _event(
         printer,
         "auth_required",
         agent,
-        " ".join(line.strip() for line in lines),
+        line,
         agentMessage=exc.agent_message,
         authMethods=[
             {"id": method_id, "name": name, "description": description}
@@ -46,6 +37,26 @@ def report_auth_required(printer: EventPrinter, agent: str, exc: AuthRequiredErr
         ],
     )
     return EXIT_AGENT_FAILED
+
+
+def _auth_line(agent: str, exc: AuthRequiredError) -> str:
+    """``<agent> requires authentication: <what it said>; <the way on>`` (the command line's
+    flag, never the library's option)."""
+    said = exc.agent_message.strip().rstrip(".") or "it did not say why"
+    if not exc.methods:  # the agent's message is the only advice there is (an API key, say)
+        return f"{agent} requires authentication: {said}"
+    shown = [
+        method_id if name in ("", method_id) else f"{method_id} ({name})"
+        for method_id, name, _ in exc.methods
+    ]
+    if len(shown) == 1:
+        flag = f"--auth-method {shown[0]}"
+    else:
+        flag = f"--auth-method ID (one of {', '.join(shown)})"
+    return (
+        f"{agent} requires authentication: {said}; run again with {flag}, or log in with the "
+        "agent's own tool first"
+    )
 
 
 def report_agent_failure(printer: EventPrinter, agent: str, exc: BridgeError) -> int:

@@ -83,11 +83,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging(verbosity: int) -> None:
+_RENDERS_EVENTS: Final = frozenset({"run", "chat"})
+"""Commands whose output shows every agent lifecycle event itself (as a line of text, or as a
+``--json`` event): their log leaves out the records that repeat one."""
+
+
+def configure_logging(verbosity: int, *, events_rendered: bool = False) -> None:
+    """Log to stderr at WARNING, INFO with ``-v``, DEBUG with ``-vv``. ``events_rendered``: the
+    command shows the lifecycle events itself, so the library's log twins of them (records
+    carrying ``acp_event``) are left out: one line per event, never the event and then a raw
+    log line with the logger's name."""
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(
         stream=sys.stderr, level=level, format="acp-bridge: %(levelname)s %(name)s: %(message)s"
     )
+    if events_rendered:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_not_an_event_twin)
+
+
+def _not_an_event_twin(record: logging.LogRecord) -> bool:
+    return not hasattr(record, "acp_event")
 
 
 _EXITS_AT_ONCE: Final = frozenset({"run", "agent"})
@@ -109,7 +125,7 @@ def main(argv: Sequence[str] | None = None, *, exit_at_once: bool = False) -> in
     after a command of :data:`_EXITS_AT_ONCE` (output flushed), as the program does."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(args.verbose)
+    configure_logging(args.verbose, events_rendered=args.command in _RENDERS_EVENTS)
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

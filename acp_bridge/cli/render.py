@@ -13,19 +13,20 @@ stderr as one line each, naming the agent.
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Final, TextIO, cast
+from typing import Any, Final, Protocol, TextIO, cast
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
+from pydantic_core import to_json
 
 from acp_bridge.cli.guarded_output import GuardedOutput, is_terminal
 
-__all__ = ["EventPrinter", "wants_color"]
+__all__ = ["AuthFailures", "EventPrinter", "wants_color"]
 
 _TITLES_KEPT: Final = 256
 """Tool-call titles remembered for their updates; the oldest is forgotten past this bound."""
@@ -39,6 +40,14 @@ _HINTS: Final = {
 }
 
 _COLORS: Final = {"dim": "2", "tool": "36", "plan": "34", "permission": "33", "done": "32"}
+
+
+class AuthFailures(Protocol):
+    """What knows whether the agent refused a turn for want of authentication (the
+    supervised agent)."""
+
+    @property
+    def auth_failure(self) -> BaseException | None: ...
 
 
 def wants_color(stream: TextIO) -> bool:
@@ -61,11 +70,19 @@ class EventPrinter:
         text: TextIO | None = None,
         notes: TextIO | None = None,
         on_text_closed: Callable[[], None] | None = None,
+        verbose: bool | None = None,
     ) -> None:
         self.json_mode = json_mode
+        # With -v the agent's start and each restored session get a line too (the log leaves
+        # out its own copy of every lifecycle event: see cli.main.configure_logging).
+        self._verbose = (
+            logging.getLogger().isEnabledFor(logging.INFO) if verbose is None else verbose
+        )
         self.agent = agent
         self._permission_mode = permission_mode
-        self._text = cast(TextIO, GuardedOutput(text or sys.stdout, on_text_closed))
+        given = text or sys.stdout
+        already = isinstance(given, GuardedOutput) and on_text_closed is None  # run's stdout
+        self._text = given if already else cast(TextIO, GuardedOutput(given, on_text_closed))
         self._notes = notes or sys.stderr
         # The turn's structure goes with the text on a terminal, else out of the text's way.
         self._decor = self._text if is_terminal(self._text) else self._notes
@@ -74,6 +91,7 @@ class EventPrinter:
         self._in_thought = False
         self._titles: OrderedDict[str, str] = OrderedDict()
         self._hinted: set[str] = set()
+        self._auth_failures: AuthFailures | None = None
         self.shown: set[str] = set()
         """The kinds of event shown so far."""
 
@@ -90,7 +108,9 @@ class EventPrinter:
     def show(self, event: dict[str, Any]) -> None:
         self.shown.add(event["event"])
         if self.json_mode:
-            self._text.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+            # Written and flushed at once: a script reading the stream acts on each event as
+            # it happens (and a turn's events interleave with nothing else on stdout).
+            self._text.write(_json_line(event))
             self._text.flush()
             return
         kind = event["event"]
@@ -101,6 +121,8 @@ class EventPrinter:
         elif kind == "turn_ended":
             self._turn_ended(event)
         elif kind == "turn_failed":
+            if self._reported_at_the_end(event):
+                return
             recoverable = "recoverable" if event.get("recoverable") else "not recoverable"
             error = event.get("error") or {}
             message = error.get("message") if isinstance(error, dict) else error
@@ -109,6 +131,10 @@ class EventPrinter:
             self._note(f"message {event['seq']} joined the turn of message {event.get('into')}")
         elif kind == "steer_fallback":
             self._note(f"message {event['seq']} queued first, not steered ({event.get('reason')})")
+        elif kind == "agent_started" and self._verbose:
+            self._note(f"agent {self.agent} started: {_started(event)}")
+        elif kind == "session_restored" and self._verbose:
+            self._note(f"session {event.get('sessionId')} restored ({event.get('how')})")
         elif kind == "agent_exited":
             self._note(f"agent {self.agent} ended: {event.get('reason')}")
         elif kind == "agent_restarted":
@@ -120,6 +146,18 @@ class EventPrinter:
             )
         elif kind == "agent_gave_up":
             self._note(f"giving up on {self.agent}: {event.get('reason')}")
+
+    def leave_auth_failure_to_the_end(self, agent: AuthFailures) -> None:
+        """The command reports ``agent.auth_failure`` in one line when it ends (``run``: see
+        :func:`.failures.report_auth_required`), so the failed turn's note is not printed too."""
+        self._auth_failures = agent
+
+    def _reported_at_the_end(self, event: dict[str, Any]) -> bool:
+        failure = None if self._auth_failures is None else self._auth_failures.auth_failure
+        error = event.get("error")
+        return (
+            failure is not None and isinstance(error, dict) and error.get("message") == str(failure)
+        )
 
     def capability_refused(self, method: str) -> None:
         """The agent called ``method``, which is off: hint once at the flag that allows it."""
@@ -242,3 +280,19 @@ class EventPrinter:
         if not self._color:
             return text
         return f"\x1b[{_COLORS[style]}m{text}\x1b[0m"
+
+
+def _json_line(event: dict[str, Any]) -> str:
+    """``event`` as one compact JSON line, UTF-8 as is. pydantic-core's encoder: about a tenth
+    of ``json.dumps`` with options per call, which built an encoder for every event (a turn
+    can stream tens of thousands). A non-finite number is ``null`` (JSON has no NaN)."""
+    return to_json(event, inf_nan_mode="null", serialize_unknown=True).decode() + "\n"
+
+
+def _started(event: dict[str, Any]) -> str:
+    """``agent_started`` in words: pid, the agent's name and version, the protocol."""
+    given = event.get("agentInfo")
+    info: dict[str, Any] = given if isinstance(given, dict) else {}
+    named = " ".join(str(info[key]) for key in ("name", "version") if info.get(key))
+    about = f"{named}, " if named else ""
+    return f"pid {event.get('pid')}, {about}ACP protocol {event.get('protocolVersion')}"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import signal
 import sys
 import time
@@ -51,6 +52,7 @@ from acp_bridge.cli.guarded_output import GuardedOutput, guarded_stderr
 from acp_bridge.cli.named_agents import ResolvedAgent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
+from acp_bridge.cli.run_recording import open_recording
 from acp_bridge.cli.stdin_messages import read_stdin
 from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.events import AgentGaveUp
@@ -267,11 +269,17 @@ async def _run_agent(
     )
     policy = turn_policy(args)
     code = EXIT_INTERRUPTED
+    recording = open_recording(args.record)  # run --record: see .run_recording
+    if isinstance(recording, int):
+        return recording
+    if recording is not None:
+        options = dataclasses.replace(options, frame_observer=recording.observe)
     try:
         async with open_supervised_agent(spec, options, started=started) as agent:
             progress.finish()
             interrupts.agent = agent
             interrupts.starting = None
+            printer.leave_auth_failure_to_the_end(agent)  # report_auth_required, below
             # The printer outlives the conversation: it prints every event, the final state of
             # a stopped turn included, and ends when the conversation closes its stream.
             try:
@@ -312,6 +320,8 @@ async def _run_agent(
         return EXIT_TURN_FAILED
     finally:
         progress.finish()
+        if recording is not None:
+            recording.close()
     return code
 
 

@@ -88,6 +88,14 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     )
     run.add_argument("--json", action="store_true", help="print NDJSON events on stdout")
     run.add_argument(
+        "--record",
+        metavar="FILE",
+        help="append the JSON-RPC traffic between the bridge and the agent to FILE, one message "
+        "a line with time and direction, as proxy --record does (a regular file, never through "
+        "a symbolic link, created 0600; replay it with acp-bridge replay FILE). A failed write "
+        "stops the recording, never the run",
+    )
+    run.add_argument(
         "-v",
         "--verbose",
         action="count",

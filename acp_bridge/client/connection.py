@@ -270,11 +270,12 @@ class AgentConnection:
             for m in self.init.auth_methods
             if _method_id(m)
         ]
-        listed = ", ".join(f"{mid} ({name})" for mid, name, _ in methods) or "none listed"
+        # Front-end neutral: a CLI user reads this too (the failed turn's error), so it names
+        # no option of the library; each front-end says how to pick a method (``methods``).
+        listed = ", ".join(f"{mid} ({name})" for mid, name, _ in methods)
+        offered = f" (auth methods: {listed})" if listed else ""
         return AuthRequiredError(
-            f"{self.name} requires authentication before {method} ({exc.message}). Auth "
-            f"methods: {listed}. Authenticate with one of them (ClientOptions.auth_method), or "
-            "log in with the agent's own tool first.",
+            f"{self.name} requires authentication before {method}: {exc.message}{offered}",
             methods=methods,
             agent_message=exc.message,
         )

@@ -207,7 +207,9 @@ class EventHub:
 
     def emit(self, event: LifecycleEvent) -> None:
         self.log.append(event)
-        log.info("%s: %s", self._agent_name, event)
+        # ``acp_event`` marks the record as the log twin of an event: a front-end that renders
+        # the events itself (``run``, ``chat``) leaves such records out of its log.
+        log.info("%s: %s", self._agent_name, event, extra={"acp_event": event.kind})
         for listener in list(self._listeners):
             try:
                 listener(event)

@@ -133,6 +133,8 @@ class Generation:
             max_line_bytes=self._options.max_line_bytes,
         )
         host.serve(peer, self.number)
+        if self._options.frame_observer is not None:
+            peer.add_observer(self._options.frame_observer)
         peer.add_observer(self._witness)
         peer.invalid_log_level = logging.INFO  # a failed start is diagnosed in one sentence
         connection = AgentConnection(peer, name=host.name)

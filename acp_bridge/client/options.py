@@ -10,6 +10,7 @@ from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.record import record
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES
+from acp_bridge.rpc.peer import Observer
 from acp_bridge.version import __version__
 
 __all__ = ["ClientOptions"]
@@ -69,3 +70,6 @@ class ClientOptions:
     """The environment the agent spec's changes apply to (the CLI passes ``os.environ``)."""
     stderr_forward: Callable[[str], None] | None = None
     """Called with each line the agent writes to stderr (after the tail buffer keeps it)."""
+    frame_observer: Observer | None = None
+    """Shown every raw JSON-RPC line to and from every generation of the agent (``"out"``:
+    to the agent), e.g. ``run --record``. Runs in the reader and the writer: must not block."""

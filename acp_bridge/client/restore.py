@@ -108,7 +108,14 @@ async def _replace(
     response = await connection.new_session(*args)
     session.offer(response.modes, response.config_options)
     agent.rename_session(session, response.session_id)
-    log.warning("%s: session %s replaced by %s (%s)", agent.name, old_id, session.id, reason)
+    log.warning(
+        "%s: session %s replaced by %s (%s)",
+        agent.name,
+        old_id,
+        session.id,
+        reason,
+        extra={"acp_event": SessionReplaced.kind},  # the event's log twin: see EventHub.emit
+    )
     agent.emit(SessionReplaced(old_id, session.id, reason))
     await _reapply_choices(agent, connection, session)
 

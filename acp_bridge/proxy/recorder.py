@@ -63,18 +63,25 @@ _SCAN_BYTES = 64 * 1024
 
 class Recorder:
     def __init__(
-        self, path: str, *, redact_secrets: bool = False, max_bytes: int = DEFAULT_MAX_BYTES
+        self,
+        path: str,
+        *,
+        redact_secrets: bool = False,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        follow_links: bool = True,
     ) -> None:
-        """Open ``path`` for appending.
+        """Open ``path`` for appending; ``follow_links=False``: never through a symbolic link
+        (``O_NOFOLLOW``; ``run --record``).
 
         Raises:
-            OSError: it cannot be opened, or it is not a regular file (``EINVAL``).
+            OSError: it cannot be opened, or it is not a regular file (``EINVAL``), or it is a
+                symbolic link and ``follow_links`` is false (``ELOOP``).
         """
         self._path = path
         self._redact = redact_secrets
         self._max_bytes = max_bytes
         self._buffer = bytearray()
-        self._fd: int | None = _open_regular(path)
+        self._fd: int | None = _open_regular(path, 0 if follow_links else os.O_NOFOLLOW)
         try:
             self._size = os.fstat(self._fd).st_size  # bytes in the file, all in whole lines
             if self._size + _STOP_ROOM > max_bytes:
@@ -197,11 +204,11 @@ class Recorder:
         log.error("recording to %s stopped (%s); the proxy goes on without it", self._path, detail)
 
 
-def _open_regular(path: str) -> int:
+def _open_regular(path: str, more_flags: int) -> int:
     """The recording's descriptor: a regular file only (never blocking on a FIFO), created 0600
     (see :func:`acp_bridge.safe_files.open_regular`)."""
     try:
-        return open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        return open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | more_flags)
     except UnsafeFileError as exc:
         raise OSError(errno.EINVAL, exc.reason) from exc
 

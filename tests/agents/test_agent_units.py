@@ -9,7 +9,12 @@ import pytest
 
 from acp_bridge.agents.mock_script import MockScript, MockScriptError
 from acp_bridge.agents.prompt import check_prompt, prompt_bytes, prompt_text
-from acp_bridge.agents.provider_errors import MAX_PROVIDER_MESSAGE, is_rate_limit, to_rpc_error
+from acp_bridge.agents.provider_errors import (
+    MAX_PROVIDER_MESSAGE,
+    api_key_variable,
+    is_rate_limit,
+    to_rpc_error,
+)
 from acp_bridge.agents.store import PAGE_SIZE, HistoryStore
 from acp_bridge.agents.tools import available_tools
 from acp_bridge.errors import RpcError
@@ -81,6 +86,16 @@ def test_provider_errors_become_clear_rpc_errors() -> None:
 
     auth = to_rpc_error(_exception("AuthenticationError")("bad key"), "m")
     assert auth.code == -32000 and auth.data["kind"] == "auth"
+    assert auth.message == (
+        "m: the provider refused the credentials (bad key); set the provider's API key"
+    )
+    assert auth.data["providerMessage"] == "bad key"
+    claude = to_rpc_error(_exception("AuthenticationError")("x" * 900), "anthropic/claude-x")
+    # a long provider message stays in data (and the agent's log)
+    assert claude.message == (
+        "anthropic/claude-x: the provider refused the credentials; set ANTHROPIC_API_KEY"
+    )
+    assert len(claude.data["providerMessage"]) == MAX_PROVIDER_MESSAGE
     missing = to_rpc_error(_exception("InternalServerError")("Missing credentials: api_key"), "m")
     assert missing.code == -32000
     overflow = to_rpc_error(
@@ -93,6 +108,26 @@ def test_provider_errors_become_clear_rpc_errors() -> None:
     )
     bug = to_rpc_error(KeyError("secret/path"), "m")
     assert bug.data["kind"] == "internal" and "secret" not in bug.message
+
+
+@pytest.mark.parametrize(
+    ("model", "variable"),
+    [
+        ("anthropic/claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        ("claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        ("acp-mock/anthropic/claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        ("gpt-4o-mini", "OPENAI_API_KEY"),
+        ("openai/o3-mini", "OPENAI_API_KEY"),
+        ("o4-mini", "OPENAI_API_KEY"),
+        ("gemini/gemini-2.0-flash", "GEMINI_API_KEY"),
+        ("openrouter/anthropic/claude-3.5-sonnet", "OPENROUTER_API_KEY"),
+        ("groq/llama3-8b-8192", "GROQ_API_KEY"),
+        ("ollama/llama3", None),
+        ("some-local-model", None),
+    ],
+)
+def test_the_key_variable_follows_the_models_provider(model: str, variable: str | None) -> None:
+    assert api_key_variable(model) == variable
 
 
 def test_tools_follow_the_client_capabilities_and_the_mode() -> None:

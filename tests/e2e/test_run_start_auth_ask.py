@@ -65,8 +65,7 @@ def test_an_agent_requiring_auth_exits_3_listing_its_methods(tmp_path: Path) -> 
     )  # fmt: skip
     assert result.returncode == 3, result.stderr
     assert "requires authentication: Authentication required" in result.stderr
-    assert "fake-login  Fake login - Call authenticate with this methodId" in result.stderr
-    assert "--auth-method fake-login" in result.stderr
+    assert "--auth-method fake-login (Fake login)" in result.stderr  # descriptions: in the event
     (error,) = [e for e in events(result.stdout) if e["event"] == "error"]
     assert error["code"] == "auth_required"
     assert error["agentMessage"] == "Authentication required"
