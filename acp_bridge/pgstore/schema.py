@@ -161,6 +161,8 @@ def migrate(conn: PgConnection, migrations: tuple[Migration, ...] = MIGRATIONS) 
             cur.execute("INSERT INTO acp_bridge_schema (version) VALUES (0) ON CONFLICT DO NOTHING")
         for migration in migrations[current:]:
             for statement in migration.statements:
+                if not isinstance(statement, str):  # a Python step: SQLite's alone
+                    raise TypeError(f"PostgreSQL migration {migration.version} has a Python step")
                 cur.execute(statement.encode())  # our own text, no parameters
             cur.execute("UPDATE acp_bridge_schema SET version = %s", (migration.version,))
     return latest
