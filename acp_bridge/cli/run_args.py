@@ -28,6 +28,8 @@ JSON_EVENTS: Final = (
     "tool_call_closed",
     "turn_ended",
     "turn_failed",
+    "steered",
+    "steer_fallback",
     "agent_exited",
     "agent_restarted",
     "session_restored",

@@ -39,13 +39,16 @@ async def test_a_spawn_cancelled_half_way_completes_and_its_process_is_stopped_a
             opened.append(agent)
             await anyio.sleep_forever()
 
+    before = our_children()
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as tg:
             tg.start_soon(open_and_hold)
-            # One turn of the scheduler: the task runs until the spawn's first wait (asyncio:
-            # its pipes being connected; trio: the worker thread that forks), and is cancelled
-            # there.
-            await anyio.lowlevel.checkpoint()
+            # Cancel as soon as the spawn has begun: the first moment its process exists (asyncio
+            # then connects its pipes; trio's worker thread returns from the fork). trio runs new
+            # tasks in a random order, so a fixed number of scheduler passes is not enough.
+            with anyio.fail_after(60):
+                while not our_children() - before:
+                    await anyio.sleep(0)
             scope.cancel()
     assert opened, "the spawn was abandoned half-way: nobody stops or reaps its process"
     assert opened[0].pid not in our_children()
