@@ -147,32 +147,33 @@ async def _serve(
         ),
         new_agent=lambda name: _new_agent(args, default, name),
     )
-    _say(f"serving {store_path} on {socket_path} (pid {os.getpid()})")
-    if plan is not None and websocket is not None:
-        url = plan.url(websocket.port)
-        made_now = ", made now: copy it to the clients" if made else ""
-        _say(f"listening at {url} (bearer token in {plan.token_file}{made_now})")
-    async with anyio.create_task_group() as tg:
+    # The signals are ours before anything is said: whoever reads "serving" may signal us.
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        _say(f"serving {store_path} on {socket_path} (pid {os.getpid()})")
+        if plan is not None and websocket is not None:
+            url = plan.url(websocket.port)
+            made_now = ", made now: copy it to the clients" if made else ""
+            _say(f"listening at {url} (bearer token in {plan.token_file}{made_now})")
+        async with anyio.create_task_group() as tg:
 
-        async def stop_on_signal() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as got:
-                async for signum in got:
+            async def stop_on_signal() -> None:
+                async for signum in signals:
                     _say(f"{signal.Signals(signum).name}: stopping")
                     tg.cancel_scope.cancel()
                     return
 
-        async def run_host(*, task_status: TaskStatus[None]) -> None:
-            try:
-                await host.run(
-                    listener, exit_when_idle_s=args.exit_when_idle, task_status=task_status
-                )
-            finally:
-                tg.cancel_scope.cancel()
+            async def run_host(*, task_status: TaskStatus[None]) -> None:
+                try:
+                    await host.run(
+                        listener, exit_when_idle_s=args.exit_when_idle, task_status=task_status
+                    )
+                finally:
+                    tg.cancel_scope.cancel()
 
-        tg.start_soon(stop_on_signal)
-        await tg.start(run_host)
-        if websocket is not None:
-            host.task_group.start_soon(host.serve_listener, websocket)
+            tg.start_soon(stop_on_signal)
+            await tg.start(run_host)
+            if websocket is not None:
+                host.task_group.start_soon(host.serve_listener, websocket)
     if websocket is not None:
         with anyio.CancelScope(shield=True), contextlib.suppress(OSError):
             await websocket.aclose()  # when the host ended before serving it

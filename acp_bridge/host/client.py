@@ -227,6 +227,11 @@ async def _open_websocket(url: str, token: str | None, ca_file: Path | None) -> 
         raise HostUnusableError(f"the CA file {ca_file} cannot be used: {exc}") from exc
     try:
         return await websocket.connect_websocket(url, token=token, ssl_context=context)
+    except ssl.SSLCertVerificationError as exc:  # a ValueError too: first
+        raise HostUnusableError(
+            f"{url}: the host's certificate is not trusted ({exc.verify_message}); "
+            "give --ca-file with the CA that signed it"
+        ) from exc
     except ValueError as exc:
         raise HostUnusableError(f"{url}: {exc}") from exc
     except websocket.WebSocketRejectedError as exc:  # an HTTP status instead of the upgrade
@@ -237,11 +242,6 @@ async def _open_websocket(url: str, token: str | None, ca_file: Path | None) -> 
                 "with the host's token (serve --listen printed where it is)"
             ) from exc
         raise HostUnusableError(f"{url} refused the connection: {exc.status} {exc.reason}") from exc
-    except ssl.SSLCertVerificationError as exc:
-        raise HostUnusableError(
-            f"{url}: the host's certificate is not trusted ({exc.verify_message}); "
-            "give --ca-file with the CA that signed it"
-        ) from exc
     except ConnectionRefusedError as exc:
         raise NoHostError(f"no host is listening at {url}") from exc
     except OSError as exc:  # unreachable, TLS failed
