@@ -84,6 +84,7 @@ def _summary(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def test_the_python_sdk_client_through_attach(directory: Path) -> None:
+    pytest.importorskip("acp", reason="the official Python SDK (agent-client-protocol) is missing")
     scenario = {
         "hello": "echo hello from the sdk",
         "expect": "hello from the sdk",
