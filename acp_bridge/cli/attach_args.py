@@ -26,14 +26,16 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
             "the command after --, passed to the host with each new session "
             "(_meta.acpBridge on session/new) and to a host it starts; without either, the "
             "host's default agent. With --host URL, a remote host over WebSocket "
-            "(--token-file holds its bearer token); nothing is started then. When the host's "
-            "connection drops, attach exits with one line on stderr (the editor restarts it, "
-            "and its session/load gets the conversation back)."
+            "(--token-file holds its bearer token, as serve --listen made it; --ca-file "
+            "trusts a host whose certificate is of its own making); nothing is started then. "
+            "When the host's connection drops, attach exits with one line on stderr (the "
+            "editor restarts it, and its session/load gets the conversation back)."
         ),
         epilog=(
             "Exit codes: 0 the editor closed stdin (detached; the conversation goes on); 2 "
             "usage error (a bad option, a socket directory or socket you may not use, a host "
-            "that serves another store); 3 no host could be reached or started, or the host "
+            "that serves another store, a token file that cannot be used, a remote host that "
+            "refused the token); 3 no host could be reached or started, or the host "
             "closed the connection; 130 interrupted."
         ),
     )
@@ -50,7 +52,14 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     attach.add_argument(
         "--token-file",
         metavar="FILE",
-        help="the file holding the remote host's bearer token (with --host)",
+        help="the file holding the remote host's bearer token (with --host): a private "
+        "file (0600) of yours",
+    )
+    attach.add_argument(
+        "--ca-file",
+        metavar="FILE",
+        help="with --host wss://...: trust only the CA certificates in this PEM file (for a "
+        "host with a certificate of its own making), instead of the system's",
     )
     attach.add_argument(
         "--exit-when-idle",

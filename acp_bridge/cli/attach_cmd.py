@@ -1,10 +1,12 @@
 """``acp-bridge attach``: an editor's agent command, relayed to the conversation host.
 
 The editor speaks ACP on our stdin/stdout; the host speaks it on its socket (or a WebSocket,
-``--host URL``). attach copies lines both ways as they are, one line in hand per direction
-(the bound; a slow side slows the other, nothing piles up here), except that a ``session/new``
-gets the agent choice in ``_meta.acpBridge`` (``agent`` for ``--agent NAME``, ``agentCommand``
-for ``-- CMD``) when the editor named none.
+``--host URL``: the token from ``--token-file`` read with ``host.tokens.load_token``, a
+``wss://`` host verified against ``--ca-file`` or the system's trust store; a refused token or
+certificate is one line and exit 2). attach copies lines both ways as they are, one line in
+hand per direction (the bound; a slow side slows the other, nothing piles up here), except
+that a ``session/new`` gets the agent choice in ``_meta.acpBridge`` (``agent`` for ``--agent
+NAME``, ``agentCommand`` for ``-- CMD``) when the editor named none.
 
 Finding the host: the socket (``--socket``, else the default beside the store or under
 ``$XDG_RUNTIME_DIR``) is greeted first (``initialize`` + ``_acp_bridge/hello`` on a connection
@@ -53,13 +55,13 @@ from acp_bridge.host.client import (
     with_agent_choice,
 )
 from acp_bridge.host.endpoint import HostEndpointError, prepare_socket_dir
+from acp_bridge.host.tokens import load_token
 from acp_bridge.rpc.fdstream import FdReceiveStream, FdSendStream
-from acp_bridge.safe_files import open_regular, read_regular
+from acp_bridge.safe_files import open_regular
 
 __all__ = ["attach_command"]
 
 HOST_LOG_NAME: Final = "host.log"
-_TOKEN_BYTES: Final = 4096
 _POLL_S: Final = 0.05
 """How often a starting host's socket is tried (a connect attempt costs microseconds)."""
 _PROGRESS_EVERY_S: Final = 2.0
@@ -78,30 +80,33 @@ def attach_command(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("attach: --host URL and --socket PATH name two hosts; give one")
     if args.token_file and not args.host:
         parser.error("attach: --token-file goes with --host URL")
+    if args.ca_file and not args.host:
+        parser.error("attach: --ca-file goes with --host URL")
     if args.host and not args.host.startswith(("ws://", "wss://")):
         parser.error(f"attach: --host must be a ws:// or wss:// URL, not {args.host!r}")
-    token = _read_token(args.token_file) if args.token_file else None
+    token = _read_token(Path(args.token_file)) if args.token_file else None
     if isinstance(token, int):
         return token
     store = store_path(args)
     if args.host:
-        endpoint = Endpoint(url=args.host, token=token)
+        ca_file = Path(args.ca_file) if args.ca_file else None
+        endpoint = Endpoint(url=args.host, token=token, ca_file=ca_file)
     else:
         endpoint = Endpoint(socket=host_socket(args, store))
     attach = _Attach(args, store, endpoint, command)
     return run_verb("attach", attach.run)
 
 
-def _read_token(path: str) -> str | int:
+def _read_token(path: Path) -> str | int:
+    """The bearer token in ``path`` (a private file: host/tokens.load_token), or the exit
+    code after one line on stderr."""
     try:
-        token = read_regular(path, _TOKEN_BYTES).decode("utf-8").strip()
-    except (OSError, UnsafeFileError, UnicodeDecodeError) as exc:
-        say("attach", f"cannot read the token file {path}: {exc}")
-        return EXIT_USAGE
-    if not token or len(token) > _TOKEN_BYTES:
-        say("attach", f"the token file {path} holds no usable token")
-        return EXIT_USAGE
-    return token
+        return load_token(path)
+    except UnsafeFileError as exc:
+        say("attach", f"--token-file: {exc}")
+    except OSError as exc:
+        say("attach", f"--token-file {path}: {exc.strerror or exc}")
+    return EXIT_USAGE
 
 
 class _Attach:

@@ -21,7 +21,8 @@ __all__ = ["register"]
 def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     serve = commands.add_parser(
         "serve",
-        help="the conversation host: many clients on durable conversations, over a Unix socket",
+        help="the conversation host: many clients on durable conversations, over a Unix socket "
+        "(and WebSocket with --listen)",
         usage="acp-bridge serve [OPTIONS] [--agent NAME | -- AGENT_CMD [ARGS...]]",
         description=(
             "Own conversations and serve them to any number of clients. To each connection the "
@@ -31,13 +32,18 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
             "status). Each conversation's agent is supervised (restarts keep the session), "
             "stopped after --agent-idle and started again on next use. A kill of the host "
             "loses nothing: the next host resumes every conversation from the store. The "
-            "socket is 0600 in a 0700 directory of yours. Progress goes to stderr. See "
-            "docs/host.md."
+            "socket is 0600 in a 0700 directory of yours. With --listen HOST:PORT the same is "
+            "served over WebSocket at ws://HOST:PORT/acp (wss:// with --tls-cert/--tls-key) to "
+            "clients that send the bearer token of --token-file; the URL (with the port bound, "
+            "for HOST:0) and the token file's path are printed on stderr, never the token. "
+            "Progress goes to stderr. See docs/host.md."
         ),
         epilog=(
             "Exit codes: 0 stopped by a signal, or idle for --exit-when-idle; 2 usage error "
             "(a bad option, a socket directory that is not yours, a host already serving the "
-            "socket, a store that cannot be opened)."
+            "socket, a store that cannot be opened, a --listen address that cannot be bound, "
+            "a bind beyond loopback without TLS or --insecure, a token file others can read, "
+            "a TLS certificate or key that does not load)."
         ),
     )
     serve.add_argument(
@@ -50,6 +56,34 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         "--store",
         metavar="PATH",
         help="the SQLite store of conversations (default: $XDG_STATE_HOME/acp-bridge/store.db)",
+    )
+    serve.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="also serve ACP over WebSocket at /acp on this address ([::1]:PORT for IPv6; "
+        "port 0 picks a free one, printed on stderr); clients must send the bearer token",
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --listen: the bearer token, made (0600) when the file is missing "
+        "(default: <store>.token beside the store); copy it to the machines that attach",
+    )
+    serve.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="with --listen: the TLS certificate chain (PEM); serves wss://",
+    )
+    serve.add_argument(
+        "--tls-key",
+        metavar="FILE",
+        help="with --listen: the TLS private key (PEM) of --tls-cert",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="with --listen: allow a bind beyond loopback without TLS (the token and every "
+        "prompt cross the network in clear)",
     )
     serve.add_argument(
         "--agent-idle",

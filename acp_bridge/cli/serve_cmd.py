@@ -1,7 +1,16 @@
 """``acp-bridge serve``: the conversation host (see :mod:`acp_bridge.host`).
 
 Every refusal before serving is one line on stderr and exit 2: a socket directory that is not
-private and yours, a host already answering on the socket, a store that cannot be opened.
+private and yours, a host already answering on the socket, a store that cannot be opened, and
+with ``--listen``: a malformed address, a bind beyond loopback without TLS (unless
+``--insecure``), half a TLS pair or one that does not load, a token file that is not a private
+file of yours, an address that cannot be bound.
+
+``--listen HOST:PORT`` serves the same host over WebSocket as well
+(:mod:`acp_bridge.host.websocket`: every flag is checked by ``plan_listen`` before anything
+listens; the listener is one more ``Host.serve_listener``). Once both listeners are bound, the
+first stderr line says ``serving ...`` and the next ``listening at URL`` with the port bound
+(the one picked, for ``HOST:0``) and the token file's path, never the token.
 SIGINT, SIGTERM and SIGHUP stop the host: each running turn is cancelled and recorded (as
 ``run`` does), every agent is stopped, and it exits 0. ``--exit-when-idle`` exits 0 too.
 """
@@ -9,6 +18,7 @@ SIGINT, SIGTERM and SIGHUP stop the host: each running turn is cancelled and rec
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -17,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.abc import TaskStatus
 
 from acp_bridge.cli.conversation_setup import make_private_dir
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
@@ -33,6 +44,13 @@ from acp_bridge.host.clients import ClientLimits
 from acp_bridge.host.conversations import HostSettings
 from acp_bridge.host.endpoint import HostEndpointError, default_socket_path
 from acp_bridge.host.serve import Host, HostOptions, open_unix_listener
+from acp_bridge.host.websocket import (
+    ListenPlan,
+    WebSocketLimits,
+    WebSocketListener,
+    plan_listen,
+)
+from acp_bridge.host.ws_protocol import ListenRefusedError
 from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 
@@ -41,6 +59,19 @@ __all__ = ["serve_command"]
 
 def serve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     default = resolve_agent(parser, args, sys.argv[1:], required=False)
+    if args.listen is None:
+        given = [
+            flag
+            for flag, value in (
+                ("--token-file", args.token_file),
+                ("--tls-cert", args.tls_cert),
+                ("--tls-key", args.tls_key),
+                ("--insecure", args.insecure),
+            )
+            if value
+        ]
+        if given:
+            parser.error(f"serve: {', '.join(given)} go with --listen HOST:PORT")
     store_path = Path(args.store) if args.store else default_store_path()
     socket_path = Path(args.socket) if args.socket else default_socket_path(store_path)
     try:
@@ -51,12 +82,41 @@ def serve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         _say(text if str(store_path) in text else f"cannot open the store {store_path}: {text}")
         return EXIT_USAGE
     try:
-        return anyio.run(_serve, args, store, store_path, socket_path, default)
-    except HostEndpointError as exc:
+        plan = _plan(args, store_path) if args.listen is not None else None
+        return anyio.run(_serve, args, store, store_path, socket_path, default, plan)
+    except (HostEndpointError, ListenRefusedError, UnsafeFileError) as exc:
         _say(str(exc))
         return EXIT_USAGE
     finally:
         store.close()
+
+
+def default_token_file(store_path: Path) -> Path:
+    """``serve --listen``'s token file without ``--token-file``: beside the store."""
+    return store_path.with_name(store_path.name + ".token")
+
+
+def _plan(args: argparse.Namespace, store_path: Path) -> tuple[ListenPlan, bool]:
+    """``--listen`` and its flags checked, the token read or made (refusals: exceptions);
+    and whether the token was made now."""
+    token_file = Path(args.token_file) if args.token_file else default_token_file(store_path)
+    existed = token_file.exists()
+    plan = plan_listen(
+        args.listen,
+        token_file=token_file,
+        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
+        tls_key=Path(args.tls_key) if args.tls_key else None,
+        insecure=args.insecure,
+    )
+    return plan, not existed
+
+
+async def _open_websocket(plan: ListenPlan, max_clients: int) -> WebSocketListener:
+    try:
+        return await plan.open_listener(limits=WebSocketLimits(max_connections=max_clients))
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ListenRefusedError(f"--listen {plan.listen}: cannot listen there: {reason}") from exc
 
 
 async def _serve(
@@ -65,8 +125,16 @@ async def _serve(
     store_path: Path,
     socket_path: Path,
     default: ResolvedAgent,
+    planned: tuple[ListenPlan, bool] | None,
 ) -> int:
+    plan, made = planned if planned is not None else (None, False)
     listener = await open_unix_listener(socket_path)  # refusals: HostEndpointError
+    try:
+        websocket = None if plan is None else await _open_websocket(plan, args.max_clients)
+    except BaseException:
+        await listener.aclose()
+        await anyio.to_thread.run_sync(_unlink, socket_path)
+        raise
     host = Host(
         store,
         store_path,
@@ -79,21 +147,36 @@ async def _serve(
         ),
         new_agent=lambda name: _new_agent(args, default, name),
     )
-    _say(f"serving {store_path} on {socket_path} (pid {os.getpid()})")
-    async with anyio.create_task_group() as tg:
+    # The signals are ours before anything is said: whoever reads "serving" may signal us.
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        _say(f"serving {store_path} on {socket_path} (pid {os.getpid()})")
+        if plan is not None and websocket is not None:
+            url = plan.url(websocket.port)
+            made_now = ", made now: copy it to the clients" if made else ""
+            _say(f"listening at {url} (bearer token in {plan.token_file}{made_now})")
+        async with anyio.create_task_group() as tg:
 
-        async def stop_on_signal() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as got:
-                async for signum in got:
+            async def stop_on_signal() -> None:
+                async for signum in signals:
                     _say(f"{signal.Signals(signum).name}: stopping")
                     tg.cancel_scope.cancel()
                     return
 
-        tg.start_soon(stop_on_signal)
-        try:
-            await host.run(listener, exit_when_idle_s=args.exit_when_idle)
-        finally:
-            tg.cancel_scope.cancel()
+            async def run_host(*, task_status: TaskStatus[None]) -> None:
+                try:
+                    await host.run(
+                        listener, exit_when_idle_s=args.exit_when_idle, task_status=task_status
+                    )
+                finally:
+                    tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_on_signal)
+            await tg.start(run_host)
+            if websocket is not None:
+                host.task_group.start_soon(host.serve_listener, websocket)
+    if websocket is not None:
+        with anyio.CancelScope(shield=True), contextlib.suppress(OSError):
+            await websocket.aclose()  # when the host ended before serving it
     if args.exit_when_idle is not None:
         _say(f"no client and nothing to do for {args.exit_when_idle:g} s; exiting")
     with anyio.CancelScope(shield=True):

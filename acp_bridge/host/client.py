@@ -10,9 +10,11 @@ store they were given, and call the host's ``_acp_bridge/*`` methods (:class:`Ho
 agent choice to a ``session/new`` (:func:`with_agent_choice`).
 
 Transports. An :class:`Endpoint` is a Unix socket path, or a ``ws://``/``wss://`` URL with a
-bearer token (``attach --host``). :func:`open_endpoint_stream` gives an anyio byte stream of
-newline-delimited JSON-RPC either way; the WebSocket one comes from
-``acp_bridge.host.websocket.connect_websocket``, imported only when a URL is used.
+bearer token (``attach --host``; the token is read with ``host.tokens.load_token``).
+:func:`open_endpoint_stream` gives an anyio byte stream of newline-delimited JSON-RPC either
+way; the WebSocket one comes from ``acp_bridge.host.websocket.connect_websocket``, imported
+only when a URL is used. A 401 (no token, or another one) and an untrusted certificate are
+:class:`HostUnusableError` (the user must act: a usage error to the verbs).
 
 Errors. Every failure is a :class:`HostClientError` naming the endpoint and what happened:
 :class:`NoHostError` (nothing listens there), :class:`HostUnusableError` (it is there but not
@@ -30,12 +32,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib
 import json
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -144,11 +145,14 @@ class HostRequestError(HostClientError):
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where a host is: a Unix ``socket`` path, or a WebSocket ``url`` (with ``token``)."""
+    """Where a host is: a Unix ``socket`` path, or a WebSocket ``url`` (with its bearer
+    ``token``, and ``ca_file`` to trust for a ``wss://`` host with a certificate of its own
+    making)."""
 
     socket: Path | None = None
     url: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
+    ca_file: Path | None = None
 
     def __post_init__(self) -> None:
         if (self.socket is None) == (self.url is None):
@@ -185,34 +189,12 @@ async def open_endpoint_stream(endpoint: Endpoint) -> ByteStream:
 
     Raises:
         NoHostError: nothing listens there.
-        HostUnusableError: permission denied, or the path is not a socket.
+        HostUnusableError: permission denied, or the path is not a socket; for a URL, a
+            malformed one, a refused token, an untrusted certificate or an unusable CA file.
         HostFailedError: the connection failed otherwise.
     """
     if endpoint.url is not None:
-        # The seam for remote hosts (attach --host): the WebSocket transport gives a stream
-        # that carries one JSON-RPC message per line, like the Unix socket. Imported only
-        # when a URL is used (and only present in builds that have the transport).
-        try:
-            websocket = importlib.import_module("acp_bridge.host.websocket")
-        except ImportError as exc:
-            raise HostUnusableError(
-                f"{endpoint.url}: this acp-bridge has no WebSocket transport"
-            ) from exc
-        rejected = getattr(websocket, "WebSocketRejectedError", ())
-        url = endpoint.url
-        try:
-            stream: ByteStream = await websocket.connect_websocket(url, token=endpoint.token)
-        except ValueError as exc:
-            raise HostUnusableError(f"{url}: {exc}") from exc
-        except rejected as exc:  # an HTTP status instead of the upgrade (401, 404, ...)
-            raise HostUnusableError(f"{url} refused the connection: {exc}") from exc
-        except ConnectionRefusedError as exc:
-            raise NoHostError(f"no host is listening at {url}") from exc
-        except OSError as exc:  # unreachable, TLS failed
-            raise HostFailedError(f"cannot connect to {url}: {exc}") from exc
-        except (anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-            raise HostFailedError(f"{url} hung up during the WebSocket handshake") from exc
-        return stream
+        return await _open_websocket(endpoint.url, endpoint.token, endpoint.ca_file)
     assert endpoint.socket is not None
     try:
         return await anyio.connect_unix(endpoint.socket)
@@ -229,6 +211,43 @@ async def open_endpoint_stream(endpoint: Endpoint) -> ByteStream:
             raise NoHostError(f"no host is listening on {endpoint.socket}") from exc
         reason = exc.strerror or type(exc).__name__
         raise HostFailedError(f"cannot connect to {endpoint.socket}: {reason}") from exc
+
+
+async def _open_websocket(url: str, token: str | None, ca_file: Path | None) -> ByteStream:
+    """A WebSocket to a remote host (``attach --host``): one JSON-RPC message per text
+    message, read and written as lines. The transport (wsproto, h11, ssl) is imported only
+    when a URL is used, so the local verbs start without it."""
+    import ssl
+
+    from acp_bridge.host import websocket
+
+    try:
+        context = websocket.client_ssl_context(ca_file) if ca_file is not None else None
+    except (OSError, ssl.SSLError) as exc:
+        raise HostUnusableError(f"the CA file {ca_file} cannot be used: {exc}") from exc
+    try:
+        return await websocket.connect_websocket(url, token=token, ssl_context=context)
+    except ssl.SSLCertVerificationError as exc:  # a ValueError too: first
+        raise HostUnusableError(
+            f"{url}: the host's certificate is not trusted ({exc.verify_message}); "
+            "give --ca-file with the CA that signed it"
+        ) from exc
+    except ValueError as exc:
+        raise HostUnusableError(f"{url}: {exc}") from exc
+    except websocket.WebSocketRejectedError as exc:  # an HTTP status instead of the upgrade
+        if exc.status == 401:
+            told = "without a token" if token is None else "with this token"
+            raise HostUnusableError(
+                f"{url} refused the connection {told} (401 {exc.reason}); give --token-file "
+                "with the host's token (serve --listen printed where it is)"
+            ) from exc
+        raise HostUnusableError(f"{url} refused the connection: {exc.status} {exc.reason}") from exc
+    except ConnectionRefusedError as exc:
+        raise NoHostError(f"no host is listening at {url}") from exc
+    except OSError as exc:  # unreachable, TLS failed
+        raise HostFailedError(f"cannot connect to {url}: {exc}") from exc
+    except (anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+        raise HostFailedError(f"{url} hung up during the WebSocket handshake") from exc
 
 
 @dataclass(frozen=True)
