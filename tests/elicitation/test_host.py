@@ -140,3 +140,47 @@ async def test_a_completed_url_is_told_to_every_attached_client(tmp_path: Path) 
                 "b": [{"elicitationId": "fake-url-1"}],
             }
             assert b.texts() == ["elicit url accept null"]
+
+
+async def test_the_new_updates_reach_the_clients_unchanged(tmp_path: Path) -> None:
+    async with running_host(tmp_path, ECHO) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with connect(socket, name="a") as a:
+            sid = (await a.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+                "sessionId"
+            ]
+            result = await a.request(
+                "session/prompt", {"sessionId": sid, "prompt": _prompt("notice; compaction")}
+            )
+            assert result == {"stopReason": "end_turn"}
+            await a.wait_for(lambda c: len(c.updates) >= 5)
+            updates = [u["update"] for u in a.updates]
+            assert updates == [
+                {
+                    "sessionUpdate": "notice",
+                    "severity": "warning",
+                    "title": "Rate limited",
+                    "description": "Retrying in 20 s",
+                },
+                {
+                    "sessionUpdate": "compaction_update",
+                    "compactionId": "compaction-1",
+                    "status": "in_progress",
+                },
+                {
+                    "sessionUpdate": "compaction_summary_chunk",
+                    "compactionId": "compaction-1",
+                    "content": {"type": "text", "text": "We fixed "},
+                },
+                {
+                    "sessionUpdate": "compaction_summary_chunk",
+                    "compactionId": "compaction-1",
+                    "content": {"type": "text", "text": "the tests."},
+                },
+                {
+                    "sessionUpdate": "compaction_update",
+                    "compactionId": "compaction-1",
+                    "status": "completed",
+                },
+            ]
