@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import itertools
 import os
 import signal
@@ -42,8 +43,10 @@ from acp_bridge.cli.chat_router import (
     ChatRouter,
     ChooseMode,
     ChooseModel,
+    Dismiss,
     Quit,
     QuitNow,
+    Reply,
     Resume,
     Retry,
     Say,
@@ -218,6 +221,8 @@ class _Chat:
             self.printer.agent_stderr if args.verbose else None,
             self.printer.capability_refused,
         )
+        # The agent's questions (elicitation/create) are asked on the prompt line.
+        options = dataclasses.replace(options, elicitation=self.questions.elicitation_handler())
         policy = turn_policy(args)
         store, record = self.claimed.store, self.claimed.record
         try:
@@ -334,6 +339,8 @@ class _Chat:
             await self._send_line(conversation, action.text, steer=action.steer)
         elif isinstance(action, Answer):
             self.questions.answer(action)
+        elif isinstance(action, Reply | Dismiss):
+            self.questions.reply(action)
         elif isinstance(action, Cancel):
             self._note(f"cancelling message {self.running}; the queue goes on")
             await conversation.stop()

@@ -11,6 +11,9 @@ Rules:
   agent runs it. Unknown commands and bad arguments give :class:`Say`.
 * Otherwise, while a permission question waits, the line answers the oldest one: ``y``/``yes``
   allow once, ``n``/``no`` reject, ``a``/``always`` allow always; anything else asks again.
+  A question of the agent's elicitation (a form field, a url's consent) takes the line as
+  typed (:class:`Reply`; ``//text`` replies ``/text``), and Ctrl-C at it dismisses it
+  (:class:`Dismiss`: the elicitation is answered ``cancel``), the turn goes on.
 * Otherwise a non-blank line is sent (queued behind the running turn, if any). ``/steer TEXT``
   sends TEXT as a steer instead: into the running turn where the agent takes it (else it is
   queued first).
@@ -36,8 +39,10 @@ __all__ = [
     "ChatRouter",
     "ChooseMode",
     "ChooseModel",
+    "Dismiss",
     "Quit",
     "QuitNow",
+    "Reply",
     "Resume",
     "Retry",
     "Say",
@@ -57,6 +62,21 @@ class Send:
 class Answer:
     question: int
     kind: str  # "allow_once" | "reject_once" | "allow_always"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A line typed at a free-text question (an elicitation's), as typed."""
+
+    question: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Dismiss:
+    """Ctrl-C at a free-text question: it is answered ``cancel``."""
+
+    question: int
 
 
 @dataclass(frozen=True)
@@ -104,8 +124,10 @@ class QuitNow:
     """Kill the agent's tree at once; record what is open as cancelled without waiting."""
 
 
-Action = Send | Answer | Cancel | Stop | Resume | Retry | ChooseMode | ChooseModel | Say | Quit
-Interrupted = Stop | Quit | QuitNow
+Action = (
+    Send | Answer | Reply | Cancel | Stop | Resume | Retry | ChooseMode | ChooseModel | Say | Quit
+)
+Interrupted = Stop | Quit | QuitNow | Dismiss
 
 HELP_TEXT = """\
 commands:
@@ -122,7 +144,8 @@ commands:
   /help        this text (and the agent's own commands)
   //text       send "/text" (also reaches an agent command named like one of these)
 keys: Ctrl-C cancels the running turn (like /stop); again, or at an idle prompt, leaves.
-      Ctrl-D leaves. A permission question is answered on the prompt line: y, n or a."""
+      Ctrl-D leaves. A permission question is answered on the prompt line: y, n or a.
+      The agent's questions (a form, a url to open) too; Ctrl-C at one dismisses it."""
 
 _OURS = frozenset(
     ("cancel", "steer", "stop", "resume", "retry", "mode", "model", "quit", "exit", "help")
@@ -183,6 +206,7 @@ class ChatRouter:
         self.cancel_asked = False
         self.quitting = False
         self._questions: deque[int] = deque()
+        self._free_text: set[int] = set()
 
     # -- what the chat tells it --------------------------------------------------------
 
@@ -194,12 +218,22 @@ class ChatRouter:
         self.turn_running = False
         self.cancel_asked = False
 
-    def question_asked(self, question: int) -> None:
+    def question_asked(self, question: int, *, free_text: bool = False) -> None:
+        """A question waits; ``free_text``: any line answers it (an elicitation's)."""
         self._questions.append(question)
+        if free_text:
+            self._free_text.add(question)
 
     def question_gone(self, question: int) -> None:
         if question in self._questions:
             self._questions.remove(question)
+        self._free_text.discard(question)
+
+    @property
+    def free_text_question(self) -> int | None:
+        """The question the next line goes to, when it takes any text."""
+        question = self.question
+        return question if question in self._free_text else None
 
     @property
     def question(self) -> int | None:
@@ -210,6 +244,9 @@ class ChatRouter:
 
     def line(self, text: str) -> Action | None:
         stripped = text.strip()
+        free = self.free_text_question
+        if free is not None and not (stripped.startswith("/") and not stripped.startswith("//")):
+            return Reply(free, text.lstrip()[1:] if stripped.startswith("//") else text)
         if stripped.startswith("//"):
             return Send(text.lstrip()[1:])
         if stripped.startswith("/"):
@@ -227,6 +264,9 @@ class ChatRouter:
         """Ctrl-C."""
         if self.quitting:
             return QuitNow()
+        free = self.free_text_question
+        if free is not None:
+            return Dismiss(free)
         if self.turn_running and not self.cancel_asked:
             self.cancel_asked = True
             return Stop()

@@ -2,8 +2,10 @@
 
 Plain mode streams ``agent_message_chunk`` text to stdout as it arrives. The rest of a turn is
 rendered compactly, one line each: thoughts, tool calls (title, kind, status changes), plans,
-permission decisions, and a closing ``[done] end_turn``. Those lines go to stdout when it is a
-terminal (a person reads one transcript), and to stderr when stdout is a pipe or a file, so
+permission decisions, notices (``[notice] warning: title - description``), context compactions
+(``[compaction] in_progress``, the summary streamed as ``[compaction summary] ...``, then
+``[compaction] completed``), and a closing ``[done] end_turn``. Those lines go to stdout when it
+is a terminal (a person reads one transcript), and to stderr when stdout is a pipe or a file, so
 ``acp-bridge run -m ... > answer.txt`` still holds the agent's text alone. Color only on a
 terminal, and never with ``NO_COLOR`` set or ``TERM=dumb``.
 
@@ -39,7 +41,15 @@ _HINTS: Final = {
     "terminal/create": "the agent asked to run a command; --allow-terminal lets it",
 }
 
-_COLORS: Final = {"dim": "2", "tool": "36", "plan": "34", "permission": "33", "done": "32"}
+_COLORS: Final = {
+    "dim": "2",
+    "tool": "36",
+    "plan": "34",
+    "permission": "33",
+    "done": "32",
+    "notice": "35",
+}
+_NOTICE_STYLES: Final = {"error": "permission", "warning": "permission"}
 
 
 class AuthFailures(Protocol):
@@ -89,6 +99,8 @@ class EventPrinter:
         self._color = wants_color(self._decor)
         self._at_line_start: dict[int, bool] = {}
         self._in_thought = False
+        self._streaming = ""
+        """The label of the decorated text being streamed (a thought, a compaction summary)."""
         self._titles: OrderedDict[str, str] = OrderedDict()
         self._hinted: set[str] = set()
         self._auth_failures: AuthFailures | None = None
@@ -180,14 +192,20 @@ class EventPrinter:
             self._end_thought()
             self._write(self._text, str(content.get("text", "")))
         elif kind == "agent_thought_chunk" and isinstance(content, dict):
-            text = str(content.get("text", ""))
-            if not text:
-                return
-            if not self._in_thought:
-                self._start_line(self._decor)
-                self._write(self._decor, self._paint("dim", "[thought] "))
-                self._in_thought = True
-            self._write(self._decor, self._paint("dim", text))
+            self._stream_decor("[thought] ", str(content.get("text", "")))
+        elif kind == "compaction_summary_chunk" and isinstance(content, dict):
+            self._stream_decor("[compaction summary] ", str(content.get("text", "")))
+        elif kind == "compaction_update":
+            error = update.get("error")
+            why = f": {error}" if isinstance(error, str) and error else ""
+            self._line("notice", f"[compaction] {update.get('status') or 'updated'}{why}")
+        elif kind == "notice":
+            severity = str(update.get("severity") or "info")
+            text = f"[notice] {severity}: {update.get('title') or ''}"
+            description = update.get("description")
+            if isinstance(description, str) and description:
+                text += f" - {' '.join(description.split())}"
+            self._line(_NOTICE_STYLES.get(severity, "notice"), text)
         elif kind == "tool_call":
             call_id = str(update.get("toolCallId", ""))
             title = str(update.get("title") or call_id or "a tool call")
@@ -219,6 +237,28 @@ class EventPrinter:
                 "hint: permission requests are denied here (no terminal to ask on); "
                 "--permission allow-reads or allow-all decides up front"
             )
+
+    def elicitation_declined(self, request: Any) -> None:
+        """``run`` declined the agent's question (an ``ElicitationRequest``): say what was asked
+        and where it can be answered, one line."""
+        what = {"form": "a form", "url": "consent to open a url"}.get(request.mode, "a question")
+        self._note(
+            f"the agent asked {what} ({request.about()}); declined: run answers no questions. "
+            "To answer it use chat, or serve the conversation (acp-bridge serve) and attach a "
+            "client that answers elicitations"
+        )
+
+    def _stream_decor(self, label: str, text: str) -> None:
+        """Text streamed among the turn's structure (dim), under ``label`` once per run."""
+        if not text:
+            return
+        if self._streaming != label:
+            self._end_thought()
+            self._start_line(self._decor)
+            self._write(self._decor, self._paint("dim", label))
+            self._in_thought = True
+            self._streaming = label
+        self._write(self._decor, self._paint("dim", text))
 
     def _turn_ended(self, event: dict[str, Any]) -> None:
         self._end_thought()
@@ -255,6 +295,7 @@ class EventPrinter:
     def _end_thought(self) -> None:
         if self._in_thought:
             self._in_thought = False
+            self._streaming = ""
             self._end_line(self._decor)
 
     def _start_line(self, stream: TextIO) -> None:

@@ -55,6 +55,7 @@ from acp_bridge.cli.render import EventPrinter
 from acp_bridge.cli.run_recording import open_recording
 from acp_bridge.cli.stdin_messages import read_stdin
 from acp_bridge.cli.tty_permission import permission_policy
+from acp_bridge.client.elicitation import declining
 from acp_bridge.client.events import AgentGaveUp
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
@@ -267,6 +268,8 @@ async def _run_agent(
         printer.agent_stderr if args.verbose else None,
         printer.capability_refused,
     )
+    # The agent's questions are declined by policy, each with a hint (run asks nobody).
+    options = dataclasses.replace(options, elicitation=declining(printer.elicitation_declined))
     policy = turn_policy(args)
     code = EXIT_INTERRUPTED
     recording = open_recording(args.record)  # run --record: see .run_recording

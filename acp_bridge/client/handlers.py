@@ -3,7 +3,8 @@
 :class:`ClientHandlers` is registered on the peer of every agent process. It routes each
 ``session/update`` to the session's replay (during a load), to its running turn, or to its
 stray list (outside any turn), and answers the agent's requests through the options' policy and
-the enabled capabilities. Capabilities that are off are neither advertised nor served (-32601).
+the enabled capabilities. Capabilities that are off are neither advertised nor served (-32601;
+an elicitation in a mode not advertised: -32602, as the protocol says).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ _TERMINAL_METHODS = (
 log = logging.getLogger(__name__)
 
 _EARLY_COMMANDS_KEPT = 16
+_INVALID_PARAMS = -32602
 
 
 class ClientHandlers:
@@ -77,13 +79,16 @@ class ClientHandlers:
 
     def client_capabilities(self) -> dict[str, Any]:
         options = self._options
-        return {
+        capabilities: dict[str, Any] = {
             "fs": {
                 "readTextFile": options.allow_fs_read,
                 "writeTextFile": options.allow_fs_write,
             },
             "terminal": options.allow_terminal,
         }
+        if options.elicitation is not None:
+            capabilities["elicitation"] = options.elicitation.capabilities()
+        return capabilities
 
     async def start(self, task_group: TaskGroup) -> None:
         if self._terminals is not None:
@@ -106,6 +111,8 @@ class ClientHandlers:
     def register(self, peer: JsonRpcPeer, generation: int) -> None:
         peer.on_notification("session/update", self.on_update)
         peer.on_request("session/request_permission", self.on_permission)
+        peer.on_request("elicitation/create", self.on_elicitation)
+        peer.on_notification("elicitation/complete", self.on_elicitation_complete)
         fs = self._fs
         if fs is not None and fs.allow_read:
             peer.on_request("fs/read_text_file", fs.read_text_file)
@@ -216,6 +223,38 @@ class ClientHandlers:
                 )
             )
         return response.dump()
+
+    async def on_elicitation(self, params: Any) -> dict[str, Any]:
+        """``elicitation/create``: the handler answers the modes it advertised; any other mode
+        is -32602. Cancelling the turn answers ``cancel``."""
+        from acp_bridge.wire.elicitation import ElicitationRequest, ElicitationResponse
+
+        request = ElicitationRequest.parse(params)  # malformed: the peer answers -32602
+        handler = self._options.elicitation
+        if handler is None or not handler.answers(request.mode):
+            if self._options.on_capability_refused is not None:
+                self._options.on_capability_refused("elicitation/create")
+            raise RpcError(
+                _INVALID_PARAMS, f"elicitation mode {request.mode!r} is not supported here"
+            )
+        session = self._find_session(request.session_id) if request.session_id else None
+        scope = anyio.CancelScope()
+        if session is not None:
+            session.permission_scopes.add(scope)  # cancelled with the turn, as a permission
+        try:
+            with scope:
+                response = await handler.answer(request)
+        finally:
+            if session is not None:
+                session.permission_scopes.discard(scope)
+        if scope.cancelled_caught:
+            response = ElicitationResponse.cancel()
+        return response.dump()
+
+    async def on_elicitation_complete(self, params: Any) -> None:
+        handler = self._options.elicitation
+        if handler is not None and handler.on_complete is not None and isinstance(params, dict):
+            handler.on_complete(params)
 
     def _roots(self, session_id: str) -> list[Path] | None:
         session = self._find_session(session_id)

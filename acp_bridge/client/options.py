@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import field
 
+from acp_bridge.client.elicitation import ElicitationHandler
 from acp_bridge.client.permissions import PermissionPolicy
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
@@ -25,6 +26,9 @@ class ClientOptions:
 
     permission: PermissionPolicy = field(default_factory=PermissionPolicy)
     """Answers ``session/request_permission``; denies by default."""
+    elicitation: ElicitationHandler | None = None
+    """Answers ``elicitation/create`` in the modes it names, which are advertised; None: none
+    advertised, and a request is answered -32602 (see :mod:`acp_bridge.client.elicitation`)."""
     allow_fs_read: bool = False
     """Advertise and serve ``fs/read_text_file``, confined to the session roots."""
     allow_fs_write: bool = False
@@ -33,7 +37,8 @@ class ClientOptions:
     """Advertise and serve ``terminal/*``; commands run in the session cwd, own process group."""
     on_capability_refused: Callable[[str], None] | None = None
     """Called with the method name when the agent calls ``fs/*`` or ``terminal/*`` although it
-    is off (answered -32601 all the same), e.g. so a CLI can hint at the flag that allows it.
+    is off (answered -32601 all the same), or ``elicitation/create`` in a mode not advertised
+    (answered -32602), e.g. so a CLI can hint at the flag that allows it.
     Runs in the reader: it must not block."""
 
     auth_method: str | None = None

@@ -125,7 +125,7 @@ class _Methods:
             self.client.label = f"{info['name'][:64]} ({self.client.number})"
         self.client.answers_permissions = True
         capabilities = _dict(params.get("clientCapabilities"))
-        self.client.answers_elicitation = bool(capabilities.get("elicitation"))
+        self.client.elicitation_modes = _elicitation_modes(capabilities.get("elicitation"))
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -302,6 +302,13 @@ class _Methods:
         count = len(self.client.sessions | self.client.watching)
         if count >= self.client.limits.max_sessions:
             raise RpcError(-32603, f"this connection has {count} sessions open, the most allowed")
+
+
+def _elicitation_modes(advertised: Any) -> frozenset[str]:
+    """The modes of ``clientCapabilities.elicitation``: a mode counts only when present and not
+    null (``{}`` advertises nothing)."""
+    modes = _dict(advertised)
+    return frozenset(m for m in ("form", "url") if isinstance(modes.get(m), dict))
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -140,7 +140,8 @@ class Client:
     label: str = ""
     """Shown to the other clients with its prompts (``clientInfo`` name, else ``client N``)."""
     answers_permissions: bool = True
-    answers_elicitation: bool = False
+    elicitation_modes: frozenset[str] = frozenset()
+    """The elicitation modes it advertised (``form``, ``url``): the questions it is asked."""
     outbox: Outbox = field(init=False)
     cut_reason: str | None = None
     sessions: set[str] = field(default_factory=set)

@@ -18,6 +18,7 @@ restores its session). The hub holds the conversation's owner lock while it is o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any, Final
 import anyio
 from anyio.abc import TaskGroup
 
+from acp_bridge.client.elicitation import ElicitationHandler
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
 from acp_bridge.client.supervisor import open_supervised_agent
@@ -41,6 +43,7 @@ from acp_bridge.host.log_view import SENDER_KIND, SenderLabels, acp_update, watc
 from acp_bridge.host.owner import ConversationOwner
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.wire import jsonrpc
+from acp_bridge.wire.elicitation import ElicitationRequest, ElicitationResponse
 
 __all__ = ["ConversationHub", "HostConversation", "HostSettings", "TurnResult"]
 
@@ -279,23 +282,59 @@ class ConversationHub:
     async def ask_permission(self, request: Any, fallback: PermissionMode) -> str | None:
         """Ask every attached client that can answer; the first answer wins, the others'
         requests are cancelled. No client (or none answered): the host's ``fallback``."""
-        askers = [c for c in self.attached.values() if c.answers_permissions]
         params = request.dump()
         params["sessionId"] = self.id
+        answer = await self._ask_clients(
+            "session/request_permission", params, lambda client: client.answers_permissions
+        )
+        if answer is not _NO_ANSWER:
+            return _option_id(answer)
+        mode = PermissionMode.DENY if fallback is PermissionMode.ASK else fallback
+        _, decision = await PermissionPolicy(mode).decide_with_record(request)
+        return decision.option_id
+
+    async def ask_elicitation(self, request: ElicitationRequest) -> ElicitationResponse:
+        """Ask every attached client that advertised the request's mode, as a permission
+        request is asked (the first answer wins, the others are cancelled). No client able to
+        answer, or none answered: ``decline``. A request-scoped elicitation (no session) is
+        not a conversation's: declined."""
+        if request.session_id is None:
+            return ElicitationResponse.decline()
+        params = request.dump()
+        params["sessionId"] = self.id
+        answer = await self._ask_clients(
+            "elicitation/create", params, lambda client: request.mode in client.elicitation_modes
+        )
+        if answer is _NO_ANSWER:
+            return ElicitationResponse.decline()
+        try:
+            return ElicitationResponse.parse(answer)
+        except ValueError:  # pydantic's ValidationError included
+            log.info("%s: a client's elicitation answer is malformed; declining", self.id)
+            return ElicitationResponse.decline()
+
+    def elicitation_complete(self, params: dict[str, Any]) -> None:
+        """``elicitation/complete`` from the agent: to every attached client (a client
+        ignores an id it does not know)."""
+        for client in list(self.attached.values()):
+            client.send("elicitation/complete", params)
+
+    async def _ask_clients(
+        self, method: str, params: dict[str, Any], can_answer: Callable[[Client], bool]
+    ) -> Any:
+        """The one way a question goes to the clients: those ``can_answer`` picks first see
+        the updates so far, then are asked at once; the first answer (``_NO_ANSWER``: none)."""
+        askers = [c for c in self.attached.values() if can_answer(c)]
+        if not askers:
+            return _NO_ANSWER
         conversation = self.conversation
-        if askers and conversation is not None:
+        if conversation is not None:
             # The clients first see the updates so far (the tool call it is about).
             with contextlib.suppress(QueueStoreError):
                 await conversation.flush_log()
                 while await self.catch_up():
                     pass
-        if askers:
-            chosen = await _first_answer(askers, "session/request_permission", params)
-            if chosen is not _NO_ANSWER:
-                return _option_id(chosen)
-        mode = PermissionMode.DENY if fallback is PermissionMode.ASK else fallback
-        _, decision = await PermissionPolicy(mode).decide_with_record(request)
-        return decision.option_id
+        return await _first_answer(askers, method, params)
 
 
 _NO_ANSWER: Final = object()
@@ -418,7 +457,12 @@ class HostConversation:
             self.record = fresh  # its session id as the last agent left it
             spec = settings.spec_for(self.record)
             self.agent_state = "starting"
-            async with open_supervised_agent(spec, settings.options_for(policy)) as agent:
+            # Elicitations go to the attached clients that answer them, else are declined:
+            # the host can always answer, so it advertises both modes (docs/elicitation.md).
+            hub = self.hub
+            asking = ElicitationHandler(hub.ask_elicitation, on_complete=hub.elicitation_complete)
+            options = dataclasses.replace(settings.options_for(policy), elicitation=asking)
+            async with open_supervised_agent(spec, options) as agent:
                 self.agent_pid = agent.pid
                 async with open_conversation(
                     self._store, agent, self.record, policy=settings.policy
