@@ -122,7 +122,8 @@ commands:
   /help        this text (and the agent's own commands)
   //text       send "/text" (also reaches an agent command named like one of these)
 keys: Ctrl-C cancels the running turn (like /stop); again, or at an idle prompt, leaves.
-      Ctrl-D leaves. A permission question is answered on the prompt line: y, n or a."""
+      Alt-Enter sends the line as a steer (like /steer). Ctrl-D leaves.
+      A permission question is answered on the prompt line: y, n or a."""
 
 _OURS = frozenset(
     ("cancel", "steer", "stop", "resume", "retry", "mode", "model", "quit", "exit", "help")
