@@ -71,7 +71,9 @@ async def _send(args: argparse.Namespace) -> int:
     return _commit_for_next_owner(args, store, record.id, owner)
 
 
-async def _steer(client: HostClient, conversation_id: str, text: str, args: Any) -> None:
+async def _steer(
+    client: HostClient, conversation_id: str, text: str, args: argparse.Namespace
+) -> None:
     """One steer through the owner: its seq on stdout, what became of it on stderr."""
     params: dict[str, Any] = {
         "conversationId": conversation_id,
