@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 
@@ -51,9 +51,7 @@ from acp_bridge.conversation.steers import SteerResult
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import RpcError
 from acp_bridge.host.clients import Client
-
-if TYPE_CHECKING:
-    from acp_bridge.host.acp_server import ConversationEntry
+from acp_bridge.host.conversations import ConversationHub
 
 __all__ = ["RESULT_MARGIN_S", "client_answer", "send_answer", "steering_requests", "wait_entered"]
 
@@ -64,6 +62,15 @@ _INVALID_PARAMS: Final = -32602
 _SEND: Final = "_acp_bridge/send"
 
 Handler = Callable[[Any], Awaitable[Any]]
+
+
+class ConversationEntry(Protocol):
+    """What steering needs of a conversation a connection reaches (acp_server's entry)."""
+
+    @property
+    def hub(self) -> ConversationHub: ...
+
+    async def open(self) -> Conversation: ...
 
 
 class _Line:
