@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from acp_bridge.conversation.queue_states import MessageState
+from acp_bridge.errors import RpcError
 from acp_bridge.host import steering
 from acp_bridge.host.serve import Host
 from tests.host import harness
@@ -211,3 +212,33 @@ async def test_a_steer_racing_the_turn_end_reaches_the_agent_exactly_once(
         assert states <= {MessageState.DONE, MessageState.STEERED}
     for i in range(rounds):
         assert deliveries(log, f"echo race {i}") == 1, logged(log)
+
+
+async def test_the_drafts_session_inject_is_a_steer_too_and_interrupt_with_steer_is_refused(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "agent.log"
+    async with _hosted(tmp_path, _agent(STEERING, tmp_path, log)) as (host, client):
+        sid = await _new(client, tmp_path)
+        both = {"conversationId": sid, "content": _text("x"), "steer": True, "interrupt": True}
+        with pytest.raises(RpcError) as refused:
+            await client.request("_acp_bridge/send", both)
+        assert refused.value.code == -32602
+        answers: dict[str, Any] = {}
+        async with anyio.create_task_group() as tg:
+
+            async def prompt() -> None:
+                params = {"sessionId": sid, "prompt": _text("echo go; steers 1")}
+                answers["prompt"] = await client.request("session/prompt", params)
+
+            tg.start_soon(prompt)
+            await client.wait_for(lambda c: "go" in c.texts())
+            inject = {**_steer_params(sid, "go down"), "mode": "steer"}
+            answers["inject"] = await client.request("session/inject", inject)
+        assert answers["inject"]["outcome"] == "injected"
+        assert answers["prompt"] == {"stopReason": "end_turn"}
+        assert [m.state for m in host.store.messages(sid)] == [
+            MessageState.DONE,
+            MessageState.STEERED,
+        ]
+    assert deliveries(log, "go down") == 1
