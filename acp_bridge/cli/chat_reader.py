@@ -182,7 +182,10 @@ class TypedLineReader:
         line = _locked.read_line(prompt, shown)
         if line is None:
             raise EOFError
-        return line.decode()
+        text = line.decode()
+        if _locked.steer:  # Alt-Enter: the line is a steer, as /steer TEXT
+            return f"/steer {text}"
+        return text
 
     def _hand_over(self, item: Line | EndOfInput) -> bool:
         try:

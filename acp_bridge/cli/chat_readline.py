@@ -14,6 +14,10 @@ keystroke. Each keystroke is handled under :attr:`LockedReadline.lock`, and the 
 read under it too, so a reader never sees the buffer mid-edit. A key that readline must wait on
 (an escape sequence's tail) holds the lock at most for readline's key-sequence timeout.
 
+Alt-Enter (ESC then Enter, as terminals send it) also accepts the line, marked as a steer
+(:attr:`LockedReadline.steer`): the chat sends it as ``/steer`` would. Bound to a function of
+ours through ``rl_bind_keyseq``; where that cannot be bound, Alt-Enter stays readline's.
+
 It needs the GNU readline that Python's ``readline`` module uses, reached through that module's
 own shared object (:mod:`ctypes`). Where that is not available (no readline, libedit, a
 terminal missing), :meth:`LockedReadline.load` returns None and the chat uses ``input()``
@@ -32,6 +36,9 @@ from typing import Any, Final
 __all__ = ["LockedReadline"]
 
 _LINE_HANDLER: Final = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_COMMAND: Final = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int)
+STEER_KEYS: Final = (b"\\e\\r", b"\\e\\n")
+"""Alt-Enter, in readline's key-sequence notation (terminals send ESC CR, some ESC LF)."""
 
 
 class LockedReadline:
@@ -66,6 +73,28 @@ class LockedReadline:
         self._done = False
         # Kept referenced for as long as readline may call it.
         self._handler = _LINE_HANDLER(self._line_taken)
+        self.steer = False
+        """The last line was accepted with Alt-Enter: send it as a steer."""
+        self._steer_command = _COMMAND(self._steer_key)
+        self._bind_steer_key(library)
+
+    def _bind_steer_key(self, library: ctypes.CDLL) -> None:
+        try:
+            bind = library.rl_bind_keyseq
+            self._newline = library.rl_newline
+        except AttributeError:
+            return
+        bind.argtypes = [ctypes.c_char_p, _COMMAND]
+        bind.restype = ctypes.c_int
+        self._newline.argtypes = [ctypes.c_int, ctypes.c_int]
+        self._newline.restype = ctypes.c_int
+        for keys in STEER_KEYS:
+            bind(keys, self._steer_command)
+
+    def _steer_key(self, count: int, key: int) -> int:
+        # Called by readline inside rl_callback_read_char (the lock is held).
+        self.steer = True
+        return int(self._newline(1, key))
 
     @classmethod
     def load(cls, readline_module: Any, stdin_fd: int, stdout_fd: int) -> LockedReadline | None:
@@ -92,7 +121,7 @@ class LockedReadline:
         Raises:
             OSError: waiting on the terminal failed.
         """
-        self._line, self._done = None, False
+        self._line, self._done, self.steer = None, False, False
         with self.lock:
             self._install(prompt.encode(), self._handler)
         try:

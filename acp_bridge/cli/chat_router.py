@@ -144,7 +144,8 @@ commands:
   /help        this text (and the agent's own commands)
   //text       send "/text" (also reaches an agent command named like one of these)
 keys: Ctrl-C cancels the running turn (like /stop); again, or at an idle prompt, leaves.
-      Ctrl-D leaves. A permission question is answered on the prompt line: y, n or a.
+      Alt-Enter sends the line as a steer (like /steer). Ctrl-D leaves.
+      A permission question is answered on the prompt line: y, n or a.
       The agent's questions (a form, a url to open) too; Ctrl-C at one dismisses it."""
 
 _OURS = frozenset(

@@ -8,7 +8,12 @@ it (``run --conversation ID`` and ``run --resume`` prompt the queued messages fi
 ever sent twice: a message the owner did not confirm is not committed here as well (the failure
 is reported instead, and the user decides).
 
-stdout: one seq per message, in order. stderr: what happened when no owner took it.
+With ``--steer`` the owner answers once the steer settled (bounded): stderr says, per message,
+whether it joined the running turn (``steered into the turn of message N``) or went to the head
+of the queue (and why), or that the agent never confirmed it (it is not sent again).
+
+stdout: one seq per message, in order. stderr: what happened to a steer, and what happened when
+no owner took a message.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sys
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any, Final
 
 from acp_bridge.cli.exit_codes import EXIT_OK
 from acp_bridge.cli.verb_owner import (
@@ -32,10 +38,12 @@ from acp_bridge.cli.verb_owner import (
     say,
     store_path,
 )
+from acp_bridge.conversation.steers import STEER_ANSWER_TIMEOUT_S
 from acp_bridge.errors import QueueStoreError
-from acp_bridge.host.client import text_content
+from acp_bridge.host.client import HostClient, text_content
+from acp_bridge.host.steering import RESULT_MARGIN_S
 
-__all__ = ["send_command"]
+__all__ = ["send_command", "steer_outcome_text"]
 
 
 def send_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -52,16 +60,66 @@ async def _send(args: argparse.Namespace) -> int:
         )
         if client is not None:
             for text in args.message:
+                if args.steer:
+                    await _steer(client, record.id, text, args)
+                    continue
                 seq = await client.send(
-                    record.id,
-                    text_content(text),
-                    interrupt=args.interrupt,
-                    steer=args.steer,
-                    label=args.label,
+                    record.id, text_content(text), interrupt=args.interrupt, label=args.label
                 )
                 print(seq, flush=True)
             return EXIT_OK
     return _commit_for_next_owner(args, store, record.id, owner)
+
+
+async def _steer(
+    client: HostClient, conversation_id: str, text: str, args: argparse.Namespace
+) -> None:
+    """One steer through the owner: its seq on stdout, what became of it on stderr."""
+    params: dict[str, Any] = {
+        "conversationId": conversation_id,
+        "content": text_content(text),
+        "steer": True,
+    }
+    if args.label is not None:
+        params["label"] = args.label
+    # The owner answers once the steer settled: give it the agent's answer time too.
+    limit = args.timeout + STEER_ANSWER_TIMEOUT_S + RESULT_MARGIN_S
+    answer = await client.call("_acp_bridge/send", params, timeout_s=limit)
+    seq = answer.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        raise VerbFailed(f"the owner answered _acp_bridge/send without a seq: {answer}")
+    print(seq, flush=True)
+    say("send", steer_outcome_text(seq, answer))
+
+
+def steer_outcome_text(seq: int, answer: dict[str, Any]) -> str:
+    """One line on what became of steer ``seq``, from the owner's answer."""
+    steered, queued, failed = answer.get("steered"), answer.get("queued"), answer.get("failed")
+    if isinstance(steered, dict):
+        outcome = steered.get("outcome") or "injected"
+        return f"message {seq} steered into the turn of message {steered.get('into')} ({outcome})"
+    if isinstance(queued, dict):
+        reason = _REASONS.get(str(queued.get("reason")), str(queued.get("reason")))
+        return f"message {seq} not steered ({reason}): queued next, at the head of the queue"
+    if isinstance(failed, dict):
+        return (
+            f"message {seq}: the agent never confirmed the steer ({failed.get('error')}); "
+            "it may have taken it, so it is not sent again (acp-bridge show; retry to resend)"
+        )
+    if answer.get("pending"):
+        return f"message {seq}: steering, no outcome yet (acp-bridge watch follows it)"
+    return f"message {seq}: queued (the owner did not say whether it was steered)"
+
+
+_REASONS: Final = {
+    "unsupported": "the agent does not advertise steering",
+    "agent_restarting": "the agent is restarting",
+    "no_running_turn": "no turn is running",
+    "cancelling": "the running turn is being cancelled",
+    "steer_in_flight": "another steer is awaiting its answer",
+    "failed": "the agent answered failed",
+    "promptRequired": "the turn had ended (promptRequired)",
+}
 
 
 def _commit_for_next_owner(

@@ -80,7 +80,7 @@ from acp_bridge.conversation.queue_model import (
 )
 from acp_bridge.conversation.queue_states import MessageRecord, MessageState
 from acp_bridge.conversation.records import ConversationRecord
-from acp_bridge.conversation.steers import SteerRunner
+from acp_bridge.conversation.steers import SteerResult, SteerRunner
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.turn_events import TurnEvents
@@ -176,6 +176,8 @@ class Conversation:
         )
         self._hurry = False
         self._closing_wait: anyio.CancelScope | None = None
+        self._closed_on_purpose = False
+        self._closed_announced = False
 
     # -- the caller's operations ----------------------------------------------------------
 
@@ -282,8 +284,17 @@ class Conversation:
             await self._perform(self._machine.retry(seq))
 
     async def close(self) -> None:
-        """No new turn starts from now on; a running turn is cancelled."""
+        """Close the conversation on purpose (``session/close``): no new turn starts from now
+        on; a running turn is cancelled. Once nothing runs, the event ``conversation_closed``
+        is published and logged (a watcher's last event). A shutdown alone (the owner
+        exiting) closes without it."""
+        self._closed_on_purpose = True
         await self.act(self._machine.close)
+
+    async def steer_result(self, seq: int) -> SteerResult:
+        """How steer ``seq`` (a ``send(..., steer=True)``) ended, once it did: steered,
+        queued (why), or unconfirmed. The caller bounds the wait."""
+        return await self._steers.result(seq)
 
     async def set_config_option(self, config_id: str, value: str | bool) -> None:
         """Choose one of the agent's config options for this conversation. The choice is
@@ -358,7 +369,7 @@ class Conversation:
             # is found by the next run (failed, recoverable) as after a crash of the bridge.
             await self._shutdown_unrecorded()
             return
-        await self.close()
+        await self.act(self._machine.close)
         bound = STOP_NOW_WAIT_S if self._hurry else self.stop_bound_s
         with anyio.move_on_after(bound) as scope:
             self._closing_wait = scope
@@ -375,7 +386,7 @@ class Conversation:
 
     async def _shutdown_unrecorded(self) -> None:
         with contextlib.suppress(QueueStoreError), anyio.move_on_after(STOP_NOW_WAIT_S):
-            await self.close()  # may need a commit: tried, not waited for
+            await self.act(self._machine.close)  # may need a commit: tried, not waited for
         for turn_scope in list(self._turns.tasks.scopes):
             turn_scope.cancel()
         with anyio.move_on_after(_CUT_WAIT_S):
@@ -457,8 +468,19 @@ class Conversation:
                 else:
                     await self._turns.finish(action)
             elif isinstance(action, Idle):
+                if action.reason == "closed":
+                    await self._announce_closed()
                 self._state.idle_reason = action.reason
                 self._state.changed.notify_all()
+
+    async def _announce_closed(self) -> None:
+        if not self._closed_on_purpose or self._closed_announced:
+            return
+        self._closed_announced = True
+        try:
+            await self.emit("conversation_closed", {}, keep=True)
+        except QueueStoreError as exc:  # the store failed: the shutdown reports it
+            log.warning("%s: conversation_closed not logged: %s", self.id, exc)
 
     def _busy(self) -> None:
         self._state.idle_reason = None  # a turn task is on its way: not idle till an Idle action

@@ -17,13 +17,18 @@ The machine decides; this module performs. The order is the durability rule of i
 
 Which method, if any: :func:`acp_bridge.client.steering.steering_method`, from what the agent
 advertised at ``initialize``; never a probe.
+
+How each steer ended is also kept, briefly, as a :class:`SteerResult` (the last
+:data:`RESULTS_KEPT` of them), for a caller that waits for it: the host answers a client's steer
+with it (:meth:`SteerRunner.result`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -32,6 +37,7 @@ from acp_bridge.client.session import Session
 from acp_bridge.client.steering import SteerAnswer, request_steer, steering_method
 from acp_bridge.conversation.group_commit import GroupCommit
 from acp_bridge.conversation.queue_model import (
+    STEER_UNCONFIRMED_ERROR,
     Action,
     MessageFinal,
     SteerFallback,
@@ -41,9 +47,11 @@ from acp_bridge.conversation.queue_model import (
 from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.turns import TurnOwner, TurnTasks
+from acp_bridge.core.condition import Condition
 from acp_bridge.errors import BridgeError, RpcError
+from acp_bridge.record import record
 
-__all__ = ["STEER_ANSWER_TIMEOUT_S", "SteerRunner"]
+__all__ = ["RESULTS_KEPT", "STEER_ANSWER_TIMEOUT_S", "SteerResult", "SteerRunner"]
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +59,24 @@ STEER_ANSWER_TIMEOUT_S: Final = 30.0
 """How long a steer's answer is awaited (no turn starts meanwhile) before it counts as
 unconfirmed."""
 
+RESULTS_KEPT: Final = 256
+"""How many settled steers' results are kept for :meth:`SteerRunner.result` (the oldest go)."""
+
 Emit = Callable[..., Awaitable[None]]
+
+
+@record
+class SteerResult:
+    """How steer ``seq`` ended: ``steered`` into the turn of ``into`` (the agent's
+    ``outcome``), ``queued`` at the head of the queue (``reason``, and the agent's ``outcome``
+    if it answered), or ``unconfirmed`` (no answer came: failed, recoverable, never sent
+    again by itself; ``reason`` is the error)."""
+
+    seq: int
+    kind: Literal["steered", "queued", "unconfirmed"]
+    into: int | None = None
+    outcome: str | None = None
+    reason: str | None = None
 
 
 class SteerRunner:
@@ -82,6 +107,8 @@ class SteerRunner:
         self._emit = emit
         self._clock = clock
         self._outcomes: dict[int, str] = {}
+        self._results: OrderedDict[int, SteerResult] = OrderedDict()
+        self._settled = Condition()
         self.timeout_s = STEER_ANSWER_TIMEOUT_S
 
     def unavailable(self) -> SteerFallbackReason | None:
@@ -93,6 +120,19 @@ class SteerRunner:
         if steering_method(agent.connection.init) is None:
             return "unsupported"
         return None
+
+    async def result(self, seq: int) -> SteerResult:
+        """How steer ``seq`` ended, once it did (the caller bounds the wait). A steer whose
+        result was dropped (more than :data:`RESULTS_KEPT` settled since) never returns."""
+        while (result := self._results.get(seq)) is None:
+            await self._settled.wait()
+        return result
+
+    def _settle(self, result: SteerResult) -> None:
+        self._results[result.seq] = result
+        while len(self._results) > RESULTS_KEPT:
+            self._results.popitem(last=False)
+        self._settled.notify_all()
 
     def begin(self, action: SteerTurn) -> None:
         self._task_group.start_soon(self._guarded, action)
@@ -119,6 +159,7 @@ class SteerRunner:
                 self._store.add_event, self.id, *event, seq=action.seq, now=now
             )
         await self._emit("steer_fallback", data)
+        self._settle(SteerResult(action.seq, "queued", outcome=outcome, reason=action.reason))
 
     async def steered(self, final: MessageFinal) -> None:
         """Commit and publish that steer ``final.seq`` joined the turn of ``steered_into``."""
@@ -139,6 +180,7 @@ class SteerRunner:
         )
         if changed:
             await self._emit("steered", data)
+        self._settle(SteerResult(final.seq, "steered", final.steered_into, outcome))
 
     async def _guarded(self, action: SteerTurn) -> None:
         with anyio.CancelScope(shield=True) as scope:
@@ -165,6 +207,7 @@ class SteerRunner:
             log.warning("%s: steer %d unconfirmed: %r", self.id, seq, exc)
             with anyio.CancelScope(shield=True):
                 await owner.act(lambda: owner.queue.steer_unconfirmed(seq))
+            self._settle(SteerResult(seq, "unconfirmed", reason=STEER_UNCONFIRMED_ERROR))
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 raise
             return

@@ -24,6 +24,7 @@ from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.errors import BridgeError, RpcError
 from acp_bridge.host.clients import Client
 from acp_bridge.host.conversations import ConversationHub
+from acp_bridge.host.steering import steering_requests
 from acp_bridge.rpc.peer import JsonRpcPeer
 from acp_bridge.version import __version__
 
@@ -82,7 +83,10 @@ Handler = Callable[[Any], Awaitable[Any]]
 def serve_methods(peer: JsonRpcPeer, client: Client, conversations: Conversations) -> None:
     """Register every method of the host's endpoint on ``peer`` for ``client``."""
     methods = _Methods(client, conversations)
-    for name, handler in methods.requests().items():
+    requests = methods.requests()
+    # Steering (issue 24): steers become the conversation's durable steers (host/steering.py).
+    requests.update(steering_requests(client, methods.find, requests))
+    for name, handler in requests.items():
         peer.on_request(name, handler)
     peer.on_other_requests(methods.relay)
     peer.on_notification("session/cancel", methods.cancel_notification)
@@ -288,6 +292,9 @@ class _Methods:
         return {}
 
     # -- helpers -------------------------------------------------------------------------
+
+    def find(self, params: Any, key: str) -> ConversationEntry:
+        return self._entry(params, key=key)
 
     def _entry(self, params: Any, *, key: str = "sessionId") -> ConversationEntry:
         value = _dict(params).get(key)

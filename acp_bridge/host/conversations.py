@@ -234,14 +234,16 @@ class ConversationHub:
         client: Client | None,
         label: str | None,
         interrupt: bool = False,
+        steer: bool = False,
         wait: bool = False,
     ) -> int:
         """Commit a message to the open conversation (its seq); with ``wait``, a waiter for
-        its turn's end is registered before anything can end it."""
+        its turn's end is registered before anything can end it. ``steer``: see
+        :meth:`Conversation.send` (and :mod:`.steering`)."""
         conversation = self.conversation
         if conversation is None:
             raise RpcError(-32603, f"conversation {self.id} is not open")
-        seq = await conversation.send(content, interrupt=interrupt)
+        seq = await conversation.send(content, interrupt=interrupt, steer=steer)
         if wait:
             self._waiters.setdefault(seq, None)
         name = label or (client.label if client is not None else None)

@@ -274,6 +274,9 @@ class Host:
         entry = self._open.pop(conversation_id, None)
         if entry is None:
             return
+        conversation = entry.conversation
+        if conversation is not None:  # on purpose: it logs conversation_closed
+            await conversation.close()
         entry.stop()
         with anyio.move_on_after(60):
             while entry.conversation is not None:

@@ -153,11 +153,33 @@ def test_chat_steers_with_slash_steer_and_queues_a_plain_line(tmp_path: Path) ->
         terminal.say("echo later")
         terminal.read_until(b"queued as message 2")
         terminal.say("/steer go left")
-        terminal.read_until(b"[steer] go left")
-        terminal.read_until(b"message 3 joined the turn of message 1")
-        terminal.read_until(b"later\r\n")  # message 2's answer, after the turn
+        # Message 2 starts once the steer settled. The agent's echo of the steer, the note that
+        # it joined and the turn's end race: any may come first.
+        shown = terminal.read_until(b"later\r\n")  # message 2's answer, after the turn
+        assert b"[steer] go left" in shown and b"message 3 joined the turn of message 1" in shown
         terminal.read_until(b"[done] end_turn")
         terminal.say("/quit")
         assert terminal.finish() == 0
     assert messages(tmp_path / "s.db") == [(1, "done", 1), (2, "done", 1), (3, "steered", 0)]
     assert deliveries(log, "go left") == 1
+
+
+def test_chat_steers_a_line_sent_with_alt_enter(tmp_path: Path) -> None:
+    log = tmp_path / "agent.log"
+    wrapped = ["env", *(f"{k}={v}" for k, v in environment(log).items())]
+    with chat(["--", *wrapped, *argv(STEERING, tmp_path)], tmp_path) as terminal:
+        terminal.say("echo begun; steers 1")
+        terminal.read_until(b"begun\r\n")
+        terminal.read_until(b"> ")
+        terminal.type(b"go up\x1b\r")  # Alt-Enter: ESC then Enter
+        terminal.read_until(b"> /steer go up")  # the line, as sent
+        terminal.read_until(b"[steer] go up")
+        terminal.say("/help")
+        terminal.read_until(b"Alt-Enter sends the line as a steer")
+        terminal.say("/quit")
+        assert terminal.finish() == 0
+        terminal.drain()
+        # The note that it joined races the agent's echo and the turn's end: any order.
+        assert b"message 2 joined the turn of message 1" in terminal.seen
+    assert messages(tmp_path / "s.db") == [(1, "done", 1), (2, "steered", 0)]
+    assert deliveries(log, "go up") == 1
