@@ -52,6 +52,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_UNFINISHED = (MessageState.QUEUED, MessageState.RUNNING, MessageState.STEERING)
+
 DEFAULT_MAX_CLIENTS: Final = 256
 _NOT_FOUND: Final = -32002
 
@@ -205,12 +207,13 @@ class Host:
         return iter([c.hub for c in self._open.values()])
 
     async def resume_unfinished(self) -> None:
-        """Start opening every conversation of the store with messages left queued or running
-        (their agents start at once, side by side; clients are served meanwhile)."""
+        """Start opening every conversation of the store with messages left queued, running or
+        steering (their agents start at once, side by side; clients are served meanwhile). A
+        steer with no answer ends "steer unconfirmed" as the conversation opens: never resent."""
         summaries = await anyio.to_thread.run_sync(self.store.conversation_summaries)
         for summary in summaries:
             counts = summary.states
-            if counts.get(MessageState.QUEUED, 0) or counts.get(MessageState.RUNNING, 0):
+            if any(counts.get(state, 0) for state in _UNFINISHED):
                 try:
                     entry = self._take(summary.record.id)
                 except RpcError as exc:

@@ -150,3 +150,45 @@ def test_kill_9_of_the_host_between_commit_and_answer_never_sends_the_steer_twic
         ]
         assert "steer unconfirmed" in str(rows[1][2])
         assert [line for line in logged(log) if "careful now" in line] == ["steer careful now"]
+
+
+def test_a_new_host_settles_a_steer_left_unanswered_with_no_client_asking() -> None:
+    """The turn had ended and only the steer was left open when the host died: the next host
+    opens that conversation by itself and ends the steer "steer unconfirmed", never resent."""
+    with short_dir() as d:
+        log, hold = d / "agent.log", d / "answer-steers"
+        with _serving(d, log, hold) as (host, socket, store):
+            client, sid = _open_turn(socket, d, "echo go; steers 1")
+            status = client.request("_acp_bridge/status", {"conversationId": sid})["result"]
+            agent_pid = status["conversations"][0]["pid"]
+            client.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 99,
+                    "method": "_session/steering",
+                    "params": {"sessionId": sid, "prompt": _text("careful now")},
+                }
+            )
+            _wait_logged(log, "steer careful now")
+            host.send_signal(signal.SIGKILL)
+            host.wait(timeout=30)
+            client.close()
+        if agent_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(agent_pid, signal.SIGKILL)
+        with contextlib.closing(sqlite3.connect(store)) as db:
+            # The state a host leaves when the turn ended before the kill: only the steer open.
+            db.execute("UPDATE messages SET state = 'done' WHERE seq = 1")
+            db.commit()
+        hold.touch()
+        with _serving(d, log, hold):
+            deadline = time.monotonic() + 60
+            while True:
+                with contextlib.closing(sqlite3.connect(store)) as db:
+                    row = db.execute("SELECT state, error FROM messages WHERE seq = 2").fetchone()
+                if row[0] != "steering":
+                    break
+                assert time.monotonic() < deadline, "the new host never settled the steer"
+                time.sleep(0.05)
+        assert row[0] == "failed" and "steer unconfirmed" in str(row[1])
+        assert [line for line in logged(log) if "careful now" in line] == ["steer careful now"]
