@@ -35,6 +35,7 @@ JSON_EVENTS: Final = (
     "session_restored",
     "session_replaced",
     "agent_gave_up",
+    "conversation_closed",
     "error",
 )
 """Every kind of event ``run --json`` prints, in about the order a run shows them (for
