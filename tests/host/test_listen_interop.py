@@ -145,18 +145,22 @@ def _acpx_agent(directory: Path) -> list[str]:
     return agent("echo_agent.py", "--history", str(directory / "agent-history.json"))
 
 
-def _stop_acpx_queue_owners(directory: Path) -> None:
-    """SIGTERM every acpx queue owner under this HOME and wait until it is gone. The owner
-    outlives the invocation that started it (``--ttl``, 300 s by default) and holds our attach;
-    it names its pid in its lease, ``~/.acpx/queues/*.lock``. On SIGTERM it retires: it closes
-    the agent's stdin and ends every process it saw descend from it, the host attach started
-    included."""
+def _stop_acpx(directory: Path) -> None:
+    """Nothing of an acpx invocation left running: SIGTERM every acpx queue owner under this
+    HOME and wait until it is gone, then the host attach started, if it still runs.
+
+    The queue owner outlives the invocation that started it (``--ttl``, 300 s by default) and
+    holds our attach; it names its pid in its lease, ``~/.acpx/queues/*.lock``. On SIGTERM it
+    retires: it closes the agent's stdin and SIGTERMs every process it saw descend from the
+    agent, the host attach started included (acpx does the same when an invocation without
+    an owner, ``sessions new``, ends its agent)."""
     for lease in (directory / ".acpx" / "queues").glob("*.lock"):
         try:
             pid = json.loads(lease.read_text())["pid"]
         except (OSError, ValueError, KeyError):
             continue
         stop_host(pid)
+    stop_started_host(directory)
 
 
 def _chunks(ndjson: str, kind: str = "agent_message_chunk") -> tuple[set[str], str]:
@@ -176,6 +180,9 @@ def _chunks(ndjson: str, kind: str = "agent_message_chunk") -> tuple[set[str], s
 
 
 def test_acpx_through_attach(node_sdk: Path, directory: Path) -> None:
+    """acpx 0.19.1 (``--agent`` naming ``acp-bridge attach``): a persistent session made with
+    ``sessions new``, a prompt, then the same session from a second invocation with a new
+    attach and a new host: the conversation came through the store, both turns replay."""
     acpx = node_sdk / "node_modules" / "acpx" / "dist" / "cli.js"
     if not acpx.is_file():
         pytest.skip("acpx is not installed in tests/interop/node")
@@ -183,12 +190,15 @@ def test_acpx_through_attach(node_sdk: Path, directory: Path) -> None:
         made = _acpx(acpx, directory, "sessions", "new")
         assert made.returncode == 0, made.stdout + made.stderr
         session_id = made.stdout.strip().splitlines()[-1]
+        _stop_acpx(directory)
         # First invocation: acpx's queue owner starts attach, attach starts the host.
         first = _acpx(acpx, directory, "prompt", "echo hello from acpx")
         assert first.returncode == 0, first.stdout + first.stderr
         assert "hello from acpx" in first.stdout and "[done] end_turn" in first.stdout
-        _stop_acpx_queue_owners(directory)  # the next invocation starts a new attach
-        # Second invocation, same session: acpx resumes it from the host.
+        # The first invocation's queue owner and host are gone before the second one, which
+        # starts a new attach, which starts a new host on the same store.
+        _stop_acpx(directory)
+        # Second invocation, same session: acpx resumes it from the new host.
         second = _acpx(acpx, directory, "--format", "json", "prompt", "echo again")
         assert second.returncode == 0, second.stdout + second.stderr
         assert _chunks(second.stdout) == ({session_id}, "again")
@@ -205,8 +215,7 @@ def test_acpx_through_attach(node_sdk: Path, directory: Path) -> None:
         assert _chunks(replay, "user_message_chunk")[1] == "echo hello from acpxecho again"
         assert _chunks(replay) == ({session_id}, "hello from acpxagain")
     finally:
-        _stop_acpx_queue_owners(directory)
-        stop_started_host(directory)
+        _stop_acpx(directory)
 
 
 def _ws_client(node_dir: Path, url: str, token: str | None) -> dict[str, Any]:
