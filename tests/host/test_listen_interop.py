@@ -4,7 +4,8 @@ tests/proxy/test_sdk_interop.py and scripts/interop.py run them against the prox
 * the official Python SDK client (tests/interop/sdk_client.py) and the TypeScript SDK client
   (tests/interop/node/client.mjs), each with ``acp-bridge attach`` as their agent command:
   attach starts a host (``serve --exit-when-idle``) with the echo fixture agent behind it;
-* acpx through ``attach``, where acpx is installed (it is not a dependency of the suite);
+* acpx (pinned in tests/interop/node/package.json) through ``attach``: a prompt in one acpx
+  invocation, and the same session in a second one after the first one's queue owner is gone;
 * the TypeScript SDK 2.4.0's own WebSocket client transport (tests/interop/node/ws_client.mjs)
   against the real ``serve --listen``.
 
@@ -14,7 +15,6 @@ Each is skipped, with one line saying why, when its peer is missing.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -45,7 +45,7 @@ def node_sdk() -> Path:
     return ensure_node_sdk()  # skips, with the reason, when node or npm is missing
 
 
-def attach_argv(directory: Path) -> list[str]:
+def attach_argv(directory: Path, agent_argv: list[str] | None = None) -> list[str]:
     """``acp-bridge attach`` as an editor's agent command: a host of its own on
     ``directory``, started on first use, with the echo fixture agent. The checkout under test
     is named with ``env PYTHONPATH=``: the Python SDK gives its agent a trimmed environment."""
@@ -54,7 +54,7 @@ def attach_argv(directory: Path) -> list[str]:
         "--socket", str(directory / "run" / "host.sock"),
         "--store", str(directory / "q.db"),
         "--exit-when-idle", "60",
-        "--", *agent("echo_agent.py"),
+        "--", *(agent_argv or agent("echo_agent.py")),
     ]  # fmt: skip
 
 
@@ -128,21 +128,94 @@ def test_the_typescript_sdk_client_through_attach(node_sdk: Path, directory: Pat
     assert summary["agentExit"] == 0  # attach detached on the client's end of input
 
 
-def test_acpx_through_attach(directory: Path) -> None:
-    acpx = shutil.which("acpx") or shutil.which("acpx", path=str(NODE_DIR / "node_modules/.bin"))
-    if acpx is None:
-        pytest.skip("acpx is not installed (not on PATH nor in tests/interop/node)")
-    command = " ".join(attach_argv(directory))
-    env = {**ENV, "HOME": str(directory)}  # acpx keeps its sessions under ~/.acpx
+def _acpx(acpx: Path, directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """One acpx invocation with ``acp-bridge attach`` as its raw agent command (``--agent``),
+    in ``directory`` with ``directory`` as HOME: acpx keeps its session records and queue
+    leases under ``~/.acpx``, so nothing of the user's is read or written."""
+    command = " ".join(attach_argv(directory, agent_argv=_acpx_agent(directory)))
+    return subprocess.run(
+        ["node", str(acpx), "--agent", command, "--approve-all", *args],
+        capture_output=True, text=True, cwd=directory, env={**ENV, "HOME": str(directory)},
+        timeout=120,
+    )  # fmt: skip
+
+
+def _acpx_agent(directory: Path) -> list[str]:
+    # --history: the echo agent behind a second host restores its own session too.
+    return agent("echo_agent.py", "--history", str(directory / "agent-history.json"))
+
+
+def _stop_acpx(directory: Path) -> None:
+    """Nothing of an acpx invocation left running: SIGTERM every acpx queue owner under this
+    HOME and wait until it is gone, then the host attach started, if it still runs.
+
+    The queue owner outlives the invocation that started it (``--ttl``, 300 s by default) and
+    holds our attach; it names its pid in its lease, ``~/.acpx/queues/*.lock``. On SIGTERM it
+    retires: it closes the agent's stdin and SIGTERMs every process it saw descend from the
+    agent, the host attach started included (acpx does the same when an invocation without
+    an owner, ``sessions new``, ends its agent)."""
+    for lease in (directory / ".acpx" / "queues").glob("*.lock"):
+        try:
+            pid = json.loads(lease.read_text())["pid"]
+        except (OSError, ValueError, KeyError):
+            continue
+        stop_host(pid)
+    stop_started_host(directory)
+
+
+def _chunks(ndjson: str, kind: str = "agent_message_chunk") -> tuple[set[str], str]:
+    """The session ids and the joined text of ``kind`` updates in acpx's ``--format json``
+    output (NDJSON of the ACP messages)."""
+    sessions: set[str] = set()
+    text = ""
+    for line in ndjson.splitlines():
+        message = json.loads(line)
+        if message.get("method") != "session/update":
+            continue
+        sessions.add(message["params"]["sessionId"])
+        update = message["params"]["update"]
+        if update["sessionUpdate"] == kind:
+            text += update["content"]["text"]
+    return sessions, text
+
+
+def test_acpx_through_attach(node_sdk: Path, directory: Path) -> None:
+    """acpx 0.19.1 (``--agent`` naming ``acp-bridge attach``): a persistent session made with
+    ``sessions new``, a prompt, then the same session from a second invocation with a new
+    attach and a new host: the conversation came through the store, both turns replay."""
+    acpx = node_sdk / "node_modules" / "acpx" / "dist" / "cli.js"
+    if not acpx.is_file():
+        pytest.skip("acpx is not installed in tests/interop/node")
     try:
-        result = subprocess.run(
-            [acpx, "--agent", command, "--approve-all", "exec", "echo hello from acpx"],
-            capture_output=True, text=True, cwd=directory, env=env, timeout=150,
-        )  # fmt: skip
+        made = _acpx(acpx, directory, "sessions", "new")
+        assert made.returncode == 0, made.stdout + made.stderr
+        session_id = made.stdout.strip().splitlines()[-1]
+        _stop_acpx(directory)
+        # First invocation: acpx's queue owner starts attach, attach starts the host.
+        first = _acpx(acpx, directory, "prompt", "echo hello from acpx")
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert "hello from acpx" in first.stdout and "[done] end_turn" in first.stdout
+        # The first invocation's queue owner and host are gone before the second one, which
+        # starts a new attach, which starts a new host on the same store.
+        _stop_acpx(directory)
+        # Second invocation, same session: acpx resumes it from the new host.
+        second = _acpx(acpx, directory, "--format", "json", "prompt", "echo again")
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert _chunks(second.stdout) == ({session_id}, "again")
+        # The host holds the whole conversation: both invocations' turns replay on a load.
+        client = LineClient(directory / "run" / "host.sock")
+        try:
+            client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            load = {"sessionId": session_id, "cwd": str(directory), "mcpServers": []}
+            loaded = client.request("session/load", load)
+        finally:
+            client.close()
+        assert "result" in loaded, loaded
+        replay = "\n".join(json.dumps(n) for n in client.notifications)
+        assert _chunks(replay, "user_message_chunk")[1] == "echo hello from acpxecho again"
+        assert _chunks(replay) == ({session_id}, "hello from acpxagain")
     finally:
-        stop_started_host(directory)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "hello from acpx" in result.stdout
+        _stop_acpx(directory)
 
 
 def _ws_client(node_dir: Path, url: str, token: str | None) -> dict[str, Any]:
