@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Final
 
 import anyio
+import psutil
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK, EXIT_USAGE
 from acp_bridge.cli.verb_owner import VerbFailed, host_socket, run_verb, say, store_path
@@ -194,8 +195,8 @@ class _Attach:
         except HostEndpointError as exc:
             raise VerbFailed(f"cannot start a host: {exc}") from None
         log_path = socket.parent / HOST_LOG_NAME
-        process = self._start_host(socket, log_path)
-        say("attach", f"starting a host on {socket} (pid {process.pid}, log {log_path})")
+        pid = await self._start_host(socket, log_path)
+        say("attach", f"starting a host on {socket} (pid {pid}, log {log_path})")
         started = anyio.current_time()
         deadline = started + self.args.startup_timeout
         next_note = started + _PROGRESS_EVERY_S
@@ -203,14 +204,12 @@ class _Attach:
             if await self._greets(socket):
                 say("attach", "the host is ready")
                 return
-            returncode = process.poll()
-            if returncode is not None:
+            if not _running(pid):
                 if await self._greets(socket):  # it lost the race to a host started meanwhile
                     say("attach", "a host started meanwhile is ready")
                     return
                 raise VerbFailed(
-                    f"the host exited (status {returncode}) before it listened; see "
-                    f"{log_path}: {_tail(log_path)}",
+                    f"the host exited before it listened; see {log_path}: {_tail(log_path)}",
                     EXIT_AGENT_FAILED,
                 )
             await anyio.sleep(_POLL_S)
@@ -233,7 +232,13 @@ class _Attach:
         except HostFailedError as exc:
             raise VerbFailed(str(exc), EXIT_AGENT_FAILED) from None
 
-    def _start_host(self, socket: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    async def _start_host(self, socket: Path, log_path: Path) -> int:
+        """Start ``serve`` detached, and return its pid.
+
+        The host is started through a short-lived launcher process that exits at once, so the
+        host is not a descendant of ``attach``: a client that stops its agent's whole process
+        tree (acpx SIGTERMs every process it saw descend from its agent) stops ``attach``, never
+        the host and the conversations it serves."""
         argv = [
             sys.executable,
             "-m",
@@ -255,18 +260,42 @@ class _Attach:
         except (OSError, UnsafeFileError) as exc:
             raise VerbFailed(f"cannot open the host's log {log_path}: {exc}") from None
         try:
-            return subprocess.Popen(
-                argv,
+            launched = await anyio.run_process(
+                [sys.executable, "-c", _LAUNCHER, *argv],
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
                 stderr=log_fd,
-                start_new_session=True,  # the editor's signals and hangups are not the host's
-                close_fds=True,
+                check=False,
             )
         except OSError as exc:
             raise VerbFailed(f"cannot start a host: {exc}", EXIT_AGENT_FAILED) from None
         finally:
             os.close(log_fd)
+        try:
+            return int(launched.stdout)
+        except ValueError:
+            raise VerbFailed(
+                f"cannot start a host (status {launched.returncode}); see {log_path}: "
+                f"{_tail(log_path)}",
+                EXIT_AGENT_FAILED,
+            ) from None
+
+
+_LAUNCHER: Final = (
+    "import subprocess, sys\n"
+    "host = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,"
+    " start_new_session=True)\n"
+    "print(host.pid)\n"
+)
+"""Runs ``serve`` in a session of its own (the editor's signals and hangups are not the host's)
+and exits, leaving the host to the system: stderr (the host's log) is inherited."""
+
+
+def _running(pid: int) -> bool:
+    """Whether the host ``pid`` still runs (a zombie waiting for its reaper does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 async def _relay(

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from acp_bridge.host.client import with_agent_choice
 from tests.verbs.fake_hosts import ECHO, ENV, ROOT, fake_host, make_store, short_dir
 
@@ -130,6 +132,10 @@ def test_attach_starts_a_host_and_a_second_attach_loads_the_same_conversation() 
                 prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "echo hi"}]}
                 turn = call(editor, request(3, "session/prompt", prompt))
                 assert turn[-1]["result"]["stopReason"] == "end_turn"
+                # The host is not attach's descendant: a client that stops its agent's whole
+                # tree (acpx does) stops attach, never the host.
+                tree = psutil.Process(editor.pid).children(recursive=True)
+                assert not [p for p in tree if "serve" in p.cmdline()], tree
                 assert editor.stdin is not None and editor.stderr is not None
                 editor.stdin.close()
                 assert editor.wait(timeout=30) == 0
