@@ -7,7 +7,7 @@ or KeyError, which the store reports as a corrupt record naming the file.
 from __future__ import annotations
 
 import json
-import sqlite3
+from collections.abc import Mapping
 from dataclasses import field
 from typing import Any, TypeVar
 
@@ -115,7 +115,7 @@ def _machine_record(
     )
 
 
-def record_from_row(row: sqlite3.Row) -> MessageRecord:
+def record_from_row(row: Mapping[str, Any]) -> MessageRecord:
     """A message row (its state columns alone suffice) as the queue machine sees it."""
     error, recoverable = row["error"], row["recoverable"]
     return _machine_record(
@@ -151,7 +151,7 @@ def loads(text: str, kind: type[_J]) -> _J:
     return value
 
 
-def conversation_from_row(row: sqlite3.Row) -> ConversationRecord:
+def conversation_from_row(row: Mapping[str, Any]) -> ConversationRecord:
     usage = loads(row["usage"], dict)
     return ConversationRecord(
         id=row["id"],
@@ -170,7 +170,7 @@ def conversation_from_row(row: sqlite3.Row) -> ConversationRecord:
     )
 
 
-def message_from_row(row: sqlite3.Row) -> StoredMessage:
+def message_from_row(row: Mapping[str, Any]) -> StoredMessage:
     error, recoverable = row["error"], row["recoverable"]
     return StoredMessage(
         conversation_id=row["conversation_id"],
@@ -191,7 +191,7 @@ def message_from_row(row: sqlite3.Row) -> StoredMessage:
     )
 
 
-def event_from_row(row: sqlite3.Row) -> EventRecord:
+def event_from_row(row: Mapping[str, Any]) -> EventRecord:
     return EventRecord(
         id=row["id"],
         conversation_id=row["conversation_id"],

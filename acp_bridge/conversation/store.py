@@ -183,6 +183,12 @@ class QueueStore:
     def path(self) -> str:
         return self._connection.path
 
+    @property
+    def is_shared(self) -> bool:
+        """False: one file, whose owner process learns of new messages from its own sends
+        (another process's send reaches it through its socket, see host/owner.py)."""
+        return False
+
     def close(self) -> None:
         """Close the connection (the last one to the file checkpoints it). Idempotent."""
         self._connection.close()
