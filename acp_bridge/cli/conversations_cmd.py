@@ -42,6 +42,7 @@ from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.records import ConversationRecord, StoredMessage
 from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.conversation.transcript import REPLY_LIMIT_BYTES
 from acp_bridge.errors import QueueStoreError, UnsafeFileError
 
@@ -133,7 +134,7 @@ def _show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _steering_events(store: QueueStore, conversation_id: str) -> dict[int, list[dict[str, Any]]]:
+def _steering_events(store: Store, conversation_id: str) -> dict[int, list[dict[str, Any]]]:
     """The ``steered`` and ``steer_fallback`` events of the log, by message, oldest first."""
     found: dict[int, list[dict[str, Any]]] = {}
     for entry in store.events(conversation_id):
@@ -170,7 +171,7 @@ def _prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _remove(store: QueueStore, store_path: Path, conversation_id: str, *, dry_run: bool) -> bool:
+def _remove(store: Store, store_path: Path, conversation_id: str, *, dry_run: bool) -> bool:
     """Delete one conversation under its owner lock; False (and a line on stderr) when a running
     process owns it or its owner cannot be checked."""
     try:
@@ -207,7 +208,7 @@ def _store_path(args: argparse.Namespace) -> Path:
 
 
 @contextmanager
-def _open_store(args: argparse.Namespace, *, read_only: bool) -> Iterator[QueueStore | None]:
+def _open_store(args: argparse.Namespace, *, read_only: bool) -> Iterator[Store | None]:
     """The store at ``--store``, or None when there is no file there (nothing is created)."""
     path = _store_path(args)
     if not path.exists() and not path.is_symlink():  # a dangling link is refused, not absent
@@ -227,7 +228,7 @@ def _open_store(args: argparse.Namespace, *, read_only: bool) -> Iterator[QueueS
         store.close()
 
 
-def _resolve(store: QueueStore, wanted: str) -> str:
+def _resolve(store: Store, wanted: str) -> str:
     """The id ``wanted`` names: itself, or the one id it is a prefix of."""
     found = store.find_conversations(wanted) if wanted else []
     if len(found) == 1:

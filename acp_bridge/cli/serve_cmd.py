@@ -27,6 +27,7 @@ from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
 from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import QueueStoreError, UnsafeFileError
 from acp_bridge.host.clients import ClientLimits
@@ -61,7 +62,7 @@ def serve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 async def _serve(
     args: argparse.Namespace,
-    store: QueueStore,
+    store: Store,
     store_path: Path,
     socket_path: Path,
     default: ResolvedAgent,

@@ -27,6 +27,7 @@ from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
 from acp_bridge.cli.options import default_store_path
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.errors import QueueStoreError
 from acp_bridge.host.client import (
     CONNECT_TIMEOUT_S,
@@ -107,7 +108,7 @@ def host_socket(args: argparse.Namespace, store: Path) -> Path:
 
 
 @contextlib.contextmanager
-def open_store(store: Path, *, read_only: bool = True) -> Iterator[QueueStore | None]:
+def open_store(store: Path, *, read_only: bool = True) -> Iterator[Store | None]:
     """The store, or None when there is no file there (nothing is created)."""
     if not store.exists() and not store.is_symlink():  # a dangling link is refused, not absent
         yield None

@@ -81,7 +81,7 @@ from acp_bridge.conversation.queue_model import (
 from acp_bridge.conversation.queue_states import MessageRecord, MessageState
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.steers import SteerRunner
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.turn_events import TurnEvents
 from acp_bridge.conversation.turns import TurnRunner
@@ -118,7 +118,7 @@ class Conversation:
 
     def __init__(
         self,
-        store: QueueStore,
+        store: Store,
         record: ConversationRecord,
         agent: SupervisedAgent,
         session: Session,

@@ -39,7 +39,7 @@ from acp_bridge.conversation.queue_model import (
     SteerTurn,
 )
 from acp_bridge.conversation.queue_states import MessageState
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.conversation.turns import TurnOwner, TurnTasks
 from acp_bridge.errors import BridgeError, RpcError
 
@@ -61,7 +61,7 @@ class SteerRunner:
         self,
         owner: TurnOwner,
         session: Session,
-        store: QueueStore,
+        store: Store,
         commits: GroupCommit,
         conversation_id: str,
         *,

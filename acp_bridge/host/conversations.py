@@ -33,7 +33,7 @@ from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.records import ConversationRecord, EventRecord
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import BridgeError, QueueStoreError, RpcError
 from acp_bridge.host.clients import Client
@@ -91,7 +91,7 @@ class TurnResult:
 class ConversationHub:
     """One conversation as its clients see it (see the module's text)."""
 
-    def __init__(self, store: QueueStore, conversation_id: str) -> None:
+    def __init__(self, store: Store, conversation_id: str) -> None:
         self.id = conversation_id
         self.store = store
         self.attached: dict[int, Client] = {}
@@ -342,7 +342,7 @@ class HostConversation:
     """A conversation the host owns: its hub, and its agent while it runs."""
 
     def __init__(
-        self, store: QueueStore, store_path: Any, record: ConversationRecord, settings: HostSettings
+        self, store: Store, store_path: Any, record: ConversationRecord, settings: HostSettings
     ) -> None:
         self.record = record
         self.hub = ConversationHub(store, record.id)

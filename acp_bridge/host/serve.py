@@ -32,7 +32,7 @@ from anyio.abc import ByteStream, Listener, SocketListener, TaskGroup
 
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.queue_states import MessageState
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import BridgeError, QueueStoreError, RpcError, UnsafeFileError
 from acp_bridge.host.acp_server import ConversationEntry, serve_methods
@@ -140,7 +140,7 @@ class Host:
 
     def __init__(
         self,
-        store: QueueStore,
+        store: Store,
         store_path: Path,
         settings: HostSettings,
         *,
@@ -418,7 +418,7 @@ class _OneConversation:
 @contextlib.asynccontextmanager
 async def serve_conversation_endpoint(
     conversation: Conversation,
-    store: QueueStore,
+    store: Store,
     store_path: Path,
     socket_path: Path,
     options: HostOptions | None = None,

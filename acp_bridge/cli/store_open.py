@@ -1,0 +1,95 @@
+"""Which store a command uses, and opening it: a SQLite file or a PostgreSQL database.
+
+The store is ``--store``, else ``$ACP_BRIDGE_STORE``, else the default SQLite file. A
+``postgresql://`` (or ``postgres://``) URL selects PostgreSQL; anything else is a SQLite path.
+This is where the backend is injected (issue 23): the command line opens the store and hands
+it down as a :class:`~acp_bridge.conversation.store_api.Store`; nothing below it imports
+:mod:`acp_bridge.pgstore`, which is imported here only for a URL (it needs the ``postgres``
+extra, psycopg).
+
+No password is ever printed: a PostgreSQL store is named by its redacted URL
+(:attr:`Store.path`), and its errors are scrubbed (:mod:`acp_bridge.pgstore.connection`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+
+from acp_bridge.cli.options import default_store_path
+from acp_bridge.cli.store_args import STORE_ENV
+from acp_bridge.conversation.store_api import Store
+from acp_bridge.errors import QueueStoreError
+from acp_bridge.pgstore.url import is_postgres_url
+
+if TYPE_CHECKING:
+    from acp_bridge.pgstore.store import PgStore
+
+__all__ = ["is_postgres_url", "keeping_leases", "open_store", "pg_store", "store_spec"]
+
+
+def store_spec(given: str | Path | None) -> str:
+    """The store a command uses: ``given`` (``--store``), else ``$ACP_BRIDGE_STORE``, else the
+    default SQLite path (raises UnusableHomeError when there is none)."""
+    if given:
+        return str(given)
+    return os.environ.get(STORE_ENV) or str(default_store_path())
+
+
+def open_store(
+    spec: str,
+    *,
+    durability: Literal["process", "power"] = "process",
+    read_only: bool = False,
+) -> Store:
+    """Open the store ``spec`` names (see :func:`store_spec`): a PostgreSQL store for a URL
+    (``durability`` is then the server's, ``read_only`` opens it without migrating), else the
+    SQLite store at that path.
+
+    Raises:
+        QueueStoreError: the store is refused or unreachable, or psycopg is missing (the
+            message says which, and never shows a password).
+        OSError: the SQLite file's directory cannot be used.
+    """
+    if is_postgres_url(spec):
+        try:
+            from acp_bridge.pgstore.store import PgStore
+        except ImportError as exc:
+            raise QueueStoreError(
+                f"a PostgreSQL store needs psycopg ({exc.name} is missing): "
+                "pip install 'acp-supervisor[postgres]'"
+            ) from exc
+        return PgStore.open(spec, migrate_schema=not read_only)
+    from acp_bridge.conversation.store import QueueStore
+
+    return QueueStore.open(spec, durability=durability, read_only=read_only)
+
+
+def pg_store(store: Store) -> PgStore | None:
+    """``store`` as a PostgreSQL store, or None for SQLite (without importing psycopg)."""
+    if not store.is_shared:
+        return None
+    from acp_bridge.pgstore.store import PgStore
+
+    return store if isinstance(store, PgStore) else None
+
+
+@asynccontextmanager
+async def keeping_leases(store: Store) -> AsyncIterator[None]:
+    """While the context is open, keep the heartbeat of the leases a PostgreSQL store holds
+    (:attr:`PgStore.keeper`), so that no other host takes its conversations over; nothing
+    for SQLite. A lease found lost makes that conversation's owner writes fail (the store
+    raises LeaseLostError), which ends its turn."""
+    shared = pg_store(store)
+    if shared is None:
+        yield
+        return
+    async with anyio.create_task_group() as tg:
+        await tg.start(shared.keeper.run)
+        yield
+        tg.cancel_scope.cancel()
