@@ -22,11 +22,17 @@ from acp_bridge.cli.conversation_setup import make_private_dir
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from acp_bridge.cli.named_agents import ResolvedAgent, load_catalog, resolve_agent
 from acp_bridge.cli.options import default_store_path
+from acp_bridge.cli.store_open import (
+    is_postgres_url,
+    keeping_leases,
+    listen_for_sends,
+    open_store,
+    store_spec,
+)
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
 from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.records import ConversationRecord
-from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import QueueStoreError, UnsafeFileError
@@ -42,14 +48,17 @@ __all__ = ["serve_command"]
 
 def serve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     default = resolve_agent(parser, args, sys.argv[1:], required=False)
-    store_path = Path(args.store) if args.store else default_store_path()
+    spec = store_spec(args.store)
+    shared = is_postgres_url(spec)
+    # A PostgreSQL store has no file: the host's socket goes where the default store's would.
+    store_path = default_store_path().with_name("postgresql") if shared else Path(spec)
     socket_path = Path(args.socket) if args.socket else default_socket_path(store_path)
     try:
         make_private_dir(store_path.parent)
-        store = QueueStore.open(store_path)
+        store = open_store(spec)
     except (OSError, QueueStoreError, UnsafeFileError) as exc:
         text = str(exc)
-        _say(text if str(store_path) in text else f"cannot open the store {store_path}: {text}")
+        _say(text if shared or spec in text else f"cannot open the store {spec}: {text}")
         return EXIT_USAGE
     try:
         return anyio.run(_serve, args, store, store_path, socket_path, default)
@@ -80,8 +89,9 @@ async def _serve(
         ),
         new_agent=lambda name: _new_agent(args, default, name),
     )
-    _say(f"serving {store_path} on {socket_path} (pid {os.getpid()})")
-    async with anyio.create_task_group() as tg:
+    _say(f"serving {store.path} on {socket_path} (pid {os.getpid()})")
+    async with anyio.create_task_group() as tg, keeping_leases(store):
+        await listen_for_sends(store, host, tg)
 
         async def stop_on_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as got:

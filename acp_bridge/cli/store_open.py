@@ -28,9 +28,20 @@ from acp_bridge.errors import QueueStoreError
 from acp_bridge.pgstore.url import is_postgres_url
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from acp_bridge.host.serve import Host
+    from acp_bridge.pgstore.notify import Notification
     from acp_bridge.pgstore.store import PgStore
 
-__all__ = ["is_postgres_url", "keeping_leases", "open_store", "pg_store", "store_spec"]
+__all__ = [
+    "is_postgres_url",
+    "keeping_leases",
+    "listen_for_sends",
+    "open_store",
+    "pg_store",
+    "store_spec",
+]
 
 
 def store_spec(given: str | Path | None) -> str:
@@ -93,3 +104,18 @@ async def keeping_leases(store: Store) -> AsyncIterator[None]:
         await tg.start(shared.keeper.run)
         yield
         tg.cancel_scope.cancel()
+
+
+async def listen_for_sends(store: Store, host: Host, task_group: TaskGroup) -> None:
+    """On a PostgreSQL store, listen (in ``task_group``) for the messages other hosts commit,
+    and hand each conversation notified to ``host`` (:meth:`Host.sent_elsewhere`); returns once
+    listening, so nothing committed afterwards is missed. Nothing for SQLite."""
+    shared = pg_store(store)
+    if shared is None:
+        return
+    from acp_bridge.pgstore.notify import Listener
+
+    def woken(notification: Notification) -> None:
+        task_group.start_soon(host.sent_elsewhere, notification.conversation_id)
+
+    await task_group.start(Listener(shared.url, woken, owner_tag=shared.owner_tag).run)

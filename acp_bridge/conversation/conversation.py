@@ -281,6 +281,28 @@ class Conversation:
             )
             await self._perform(self._machine.retry(seq))
 
+    async def take_sent_elsewhere(self) -> list[int]:
+        """Queue the messages another host committed to a shared store (issue 23: its
+        notification woke us): every queued message of the store this conversation has not
+        seen, in the store's order. Returns their seqs. A message committed with a seq below
+        one this conversation already queued itself stays in the store, queued, for the next
+        owner (it cannot overtake a message prompted meanwhile)."""
+        async with self._acting:
+            if self._machine.is_closed:
+                return []
+            stored = await self._db(self._store.queued, self.id)
+            known = {record.seq for record in self._machine.messages()}
+            taken = []
+            with anyio.CancelScope(shield=True):  # what is read is queued here, all of it
+                for message in stored:
+                    if message.seq in known or message.seq < self._machine.next_seq:
+                        continue
+                    self._turns.prompts[message.seq] = list(message.content)
+                    await self.emit("queued", {"seq": message.seq, "interrupt": False})
+                    await self._perform(self._machine.send(message.seq))
+                    taken.append(message.seq)
+            return taken
+
     async def close(self) -> None:
         """No new turn starts from now on; a running turn is cancelled."""
         await self.act(self._machine.close)

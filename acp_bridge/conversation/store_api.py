@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any, Protocol, Self, Unpack
+from typing import Any, Protocol, Self, Unpack, runtime_checkable
 
 from acp_bridge.conversation.queue_states import MessageRecord, MessageState
 from acp_bridge.conversation.records import (
@@ -41,8 +41,21 @@ from acp_bridge.conversation.records import (
     StoredMessage,
 )
 from acp_bridge.conversation.store_catalog import ConversationChanges, LogEntry
+from acp_bridge.errors import QueueStoreError
 
-__all__ = ["Store"]
+__all__ = ["ConversationOwnedError", "SharedStore", "Store"]
+
+
+class ConversationOwnedError(QueueStoreError):
+    """Another live host owns the conversation (a shared store): this host may queue messages
+    into it, but not run it; nothing was written."""
+
+    def __init__(self, name: str, conversation_id: str) -> None:
+        super().__init__(
+            f"{name}: conversation {conversation_id!r} is owned by another live host; send "
+            "messages to it (any host may), or wait for that host to let it go"
+        )
+        self.conversation_id = conversation_id
 
 
 class Store(Protocol):
@@ -199,3 +212,27 @@ class Store(Protocol):
     ) -> bool: ...
 
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]: ...
+
+
+@runtime_checkable
+class SharedStore(Store, Protocol):
+    """A store other hosts use at the same time (PostgreSQL): ownership of a conversation is
+    the store's lease, not a lock file. :func:`acp_bridge.host.owner.conversation_owner`
+    picks the one that applies."""
+
+    def own(self, conversation_id: str) -> Any:
+        """Take (or keep) this host's lease of the conversation.
+
+        Raises:
+            QueueStoreError: another live host owns it (nothing was taken).
+            UnknownConversationError: no such conversation.
+        """
+        ...
+
+    def disown(self, conversation_id: str) -> None:
+        """Release this host's lease of the conversation, if it holds one."""
+        ...
+
+    def owns(self, conversation_id: str) -> bool:
+        """True while this host holds the conversation's lease (as far as it knows)."""
+        ...

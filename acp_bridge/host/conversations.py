@@ -38,7 +38,7 @@ from acp_bridge.core.condition import Condition
 from acp_bridge.errors import BridgeError, QueueStoreError, RpcError
 from acp_bridge.host.clients import Client
 from acp_bridge.host.log_view import SENDER_KIND, SenderLabels, acp_update, watch_event
-from acp_bridge.host.owner import ConversationOwner
+from acp_bridge.host.owner import conversation_owner
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.wire import jsonrpc
 
@@ -348,7 +348,7 @@ class HostConversation:
         self.hub = ConversationHub(store, record.id)
         self._store = store
         self._settings = settings
-        self._owner = ConversationOwner(store_path, record.id)
+        self._owner = conversation_owner(store, store_path, record.id)
         self._owned = False
         self._stop = anyio.Event()
         self._running = False

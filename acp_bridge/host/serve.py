@@ -218,6 +218,23 @@ class Host:
                     continue
                 self.task_group.start_soon(self._resume, entry)
 
+    async def sent_elsewhere(self, conversation_id: str) -> None:
+        """Another host committed a message to the conversation (a shared store notified us,
+        issue 23): the open conversation queues it; one this host has not opened is taken,
+        as :meth:`resume_unfinished` would, unless another live host owns it (then that
+        host's own notification wakes it)."""
+        entry = self._open.get(conversation_id)
+        if entry is None:
+            try:
+                entry = self._take(conversation_id)
+            except RpcError:
+                return  # owned elsewhere, or gone
+        conversation = entry.conversation
+        if conversation is not None:
+            await conversation.take_sent_elsewhere()
+        elif not entry.starting:
+            self.task_group.start_soon(self._resume, entry)
+
     async def _resume(self, entry: HostConversation) -> None:
         try:
             await entry.ensure_open(self.task_group)

@@ -50,8 +50,9 @@ from acp_bridge.conversation.records import (
     StoredMessage,
     conversation_from_row,
 )
+from acp_bridge.conversation.store_api import ConversationOwnedError
 from acp_bridge.conversation.store_catalog import ConversationChanges, LogEntry
-from acp_bridge.errors import QueueStoreError, UnknownConversationError
+from acp_bridge.errors import UnknownConversationError
 from acp_bridge.pgstore.connection import PgConnection
 from acp_bridge.pgstore.conversations import PgConversations
 from acp_bridge.pgstore.keeper import LeaseKeeper
@@ -61,18 +62,6 @@ from acp_bridge.pgstore.schema import migrate
 from acp_bridge.pgstore.sql import begin_fenced, decode
 
 __all__ = ["ConversationOwnedError", "PgStore", "host_tag"]
-
-
-class ConversationOwnedError(QueueStoreError):
-    """Another live host owns the conversation: this host may queue messages into it, but not
-    run it."""
-
-    def __init__(self, name: str, conversation_id: str) -> None:
-        super().__init__(
-            f"{name}: conversation {conversation_id!r} is owned by another live host; send "
-            "messages to it (any host may), or wait for that host to let it go"
-        )
-        self.conversation_id = conversation_id
 
 
 def host_tag() -> str:

@@ -1,0 +1,61 @@
+"""``acp-bridge serve --store postgresql://...``: a message committed by another host (here the
+test, through its own PgStore, as ``send`` through any host does) wakes the serving host by
+LISTEN/NOTIFY; it takes the conversation nobody owns, runs the turn, and holds the lease while
+it serves; a conversation it owns is refused to another host."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from acp_bridge.conversation.store_api import ConversationOwnedError
+from acp_bridge.pgstore.notify import EVENTS_CHANNEL
+from acp_bridge.pgstore.store import PgStore
+from tests.host.cli_client import agent, finish, start_serve
+
+
+def _text(value: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": value}]
+
+
+def wait_for_state(url: str, store: PgStore, conversation_id: str, seq: int, state: str) -> None:
+    """Wait, woken by the event log's notifications (never a sleep), until message ``seq``
+    is in ``state``; 60 s at most."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+        message = store.get_message(conversation_id, seq)
+        if message is not None and message.state.value == state:
+            return
+        for _notification in conn.notifies(timeout=60):
+            message = store.get_message(conversation_id, seq)
+            if message is not None and message.state.value == state:
+                return
+    raise AssertionError(f"message {seq} is {message and message.state.value}, not {state}")
+
+
+def test_a_message_sent_through_another_host_is_run_by_the_serving_host(
+    pg_url: str, tmp_path: Path
+) -> None:
+    socket_path = tmp_path / "s" / "host.sock"
+    echo = agent("echo_agent.py")
+    host = start_serve("--store", pg_url, "--socket", str(socket_path), "--", *echo)
+    try:
+        with PgStore.open(pg_url) as other:
+            record = other.create_conversation(agent={"argv": echo}, cwd=str(tmp_path), now=1.0)
+            other.add_message(record.id, _text("hello"), now=2.0)  # commits and notifies
+            wait_for_state(pg_url, other, record.id, 1, "done")
+            # The serving host owns it now: another host may queue into it, not run it.
+            with pytest.raises(ConversationOwnedError):
+                other.own(record.id)
+            other.add_message(record.id, _text("again"), now=3.0)
+            wait_for_state(pg_url, other, record.id, 2, "done")
+            assert [m.attempts for m in other.messages(record.id)] == [1, 1]
+    finally:
+        stderr = finish(host, signal.SIGTERM)
+    assert "Traceback" not in stderr, stderr
+    with PgStore.open(pg_url) as after:
+        after.own(record.id)  # the host let its lease go when it stopped
