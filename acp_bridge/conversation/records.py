@@ -83,6 +83,8 @@ class StoredMessage:
     reply: str | None = None
     reply_truncated: bool = False
     usage: UsageTotals = field(default_factory=UsageTotals)
+    steered_into: int | None = None
+    """The seq of the turn a ``steered`` message joined (None otherwise)."""
 
     @property
     def is_final(self) -> bool:
@@ -188,6 +190,8 @@ def message_from_row(row: Mapping[str, Any]) -> StoredMessage:
         reply=row["reply"],
         reply_truncated=bool(row["reply_truncated"]),
         usage=UsageTotals.from_json(loads(row["usage"], dict)),
+        # keys(): ``in`` on a sqlite3.Row looks among its values.
+        steered_into=row["steered_into"] if "steered_into" in row.keys() else None,  # noqa: SIM118
     )
 
 

@@ -213,6 +213,20 @@ class Store(Protocol):
 
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]: ...
 
+    # -- copying -----------------------------------------------------------------------------------
+
+    def import_conversation(
+        self,
+        record: ConversationRecord,
+        messages: Sequence[StoredMessage],
+        events: Sequence[EventRecord],
+    ) -> bool:
+        """Store a conversation copied from another store (``acp-bridge store copy``) as it
+        was: its messages in their states, its event log in order (with this store's ids);
+        one transaction. False, and nothing changes, when a conversation with its id is here
+        already."""
+        ...
+
 
 @runtime_checkable
 class SharedStore(Store, Protocol):

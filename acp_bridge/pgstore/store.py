@@ -49,6 +49,7 @@ from acp_bridge.conversation.records import (
     FinishedTurn,
     StoredMessage,
     conversation_from_row,
+    dumps,
 )
 from acp_bridge.conversation.store_api import ConversationOwnedError
 from acp_bridge.conversation.store_catalog import ConversationChanges, LogEntry
@@ -469,6 +470,55 @@ class PgStore:
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]:
         with self._fenced(conversation_id) as lease:
             return self._queue.recover_after_crash(lease, now=now)
+
+    # -- copying -------------------------------------------------------------------------------
+
+    def import_conversation(
+        self,
+        record: ConversationRecord,
+        messages: Sequence[StoredMessage],
+        events: Sequence[EventRecord],
+    ) -> bool:
+        """Store a conversation copied from another store as it was, in one transaction
+        (no lease: nobody can own a conversation that is not here yet); False when one with
+        its id is here already."""
+        usage = dumps({**record.usage.to_json(), "meter": record.cost_meter.to_json()})
+        with self._data.transaction(f"copy conversation {record.id!r}") as cur:
+            cur.execute(
+                "INSERT INTO conversations (id, created_at, updated_at, agent, cwd, session_id,"
+                " mcp_servers, additional_directories, config, paused, title, usage)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (id) DO NOTHING",
+                (
+                    record.id, record.created_at, record.updated_at, dumps(record.agent),
+                    record.cwd, record.session_id, dumps(record.mcp_servers),
+                    dumps(record.additional_directories), dumps(record.config), record.paused,
+                    record.title, usage,
+                ),
+            )  # fmt: skip
+            if cur.rowcount == 0:
+                return False
+            cur.executemany(
+                "INSERT INTO messages (conversation_id, seq, position, content, state,"
+                " stop_reason, error, recoverable, attempts, created_at, started_at,"
+                " finished_at, reply, reply_truncated, usage, steered_into)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        record.id, m.seq, m.position, dumps(m.content), m.state.value,
+                        m.stop_reason, None if m.error is None else dumps(m.error),
+                        m.recoverable, m.attempts, m.created_at, m.started_at, m.finished_at,
+                        m.reply, m.reply_truncated, dumps(m.usage.to_json()), m.steered_into,
+                    )
+                    for m in messages
+                ],
+            )  # fmt: skip
+            cur.executemany(
+                "INSERT INTO events (conversation_id, ts, seq, kind, data)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                [(record.id, e.ts, e.seq, e.kind, dumps(e.data)) for e in events],
+            )
+            return True
 
     # -- internals -------------------------------------------------------------------------------
 
