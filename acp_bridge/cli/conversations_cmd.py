@@ -37,14 +37,14 @@ from typing import Any
 from acp_bridge.cli.columns import aligned
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from acp_bridge.cli.guarded_output import guarded_stdout
-from acp_bridge.cli.options import default_store_path
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
+from acp_bridge.cli.store_open import open_store, place_of_args, url_at
 from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.records import ConversationRecord, StoredMessage
-from acp_bridge.conversation.store import QueueStore
 from acp_bridge.conversation.store_api import Store
 from acp_bridge.conversation.transcript import REPLY_LIMIT_BYTES
 from acp_bridge.errors import QueueStoreError, UnsafeFileError
+from acp_bridge.host.owner import conversation_owner
 
 __all__ = ["conversations_command", "prune_command", "show_command"]
 
@@ -175,8 +175,8 @@ def _remove(store: Store, store_path: Path, conversation_id: str, *, dry_run: bo
     """Delete one conversation under its owner lock; False (and a line on stderr) when a running
     process owns it or its owner cannot be checked."""
     try:
-        owner = ConversationOwner(store_path, conversation_id)
-        if dry_run and not owner.path.exists():
+        owner = conversation_owner(store, store_path, conversation_id)
+        if isinstance(owner, ConversationOwner) and dry_run and not owner.path.exists():
             return True  # never owned: nothing to check, and a dry run creates no lock file
         owner.acquire()
     except ConversationBusyError as exc:
@@ -190,7 +190,8 @@ def _remove(store: Store, store_path: Path, conversation_id: str, *, dry_run: bo
     try:
         if not dry_run:
             store.delete_conversation(conversation_id)
-            owner.path.unlink(missing_ok=True)  # while held: no process can own it meanwhile
+            if isinstance(owner, ConversationOwner):  # while held: nobody can own it meanwhile
+                owner.path.unlink(missing_ok=True)
     except QueueStoreError as exc:
         raise _Refused(str(exc)) from exc
     finally:
@@ -202,20 +203,21 @@ def _remove(store: Store, store_path: Path, conversation_id: str, *, dry_run: bo
 
 
 def _store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store) if args.store else default_store_path()
-
-
+    """The store's place: the SQLite file, or a PostgreSQL store's place (see
+    :func:`~.store_open.store_place`; :func:`_open_store` opens the URL again from it)."""
+    return place_of_args(args.store)
 
 
 @contextmanager
 def _open_store(args: argparse.Namespace, *, read_only: bool) -> Iterator[Store | None]:
     """The store at ``--store``, or None when there is no file there (nothing is created)."""
     path = _store_path(args)
-    if not path.exists() and not path.is_symlink():  # a dangling link is refused, not absent
-        yield None
+    url = url_at(path)
+    if url is None and not path.exists() and not path.is_symlink():
+        yield None  # a dangling link is refused, not absent
         return
     try:
-        store = QueueStore.open(path, read_only=read_only)
+        store = open_store(url or str(path), read_only=read_only)
     except QueueStoreError as exc:
         text = str(exc)  # one line that names the store once
         line = text if str(path) in text else f"cannot read the store {path}: {text}"

@@ -21,12 +21,12 @@ import anyio
 from acp_bridge.cli.conversation_setup import make_private_dir
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from acp_bridge.cli.named_agents import ResolvedAgent, load_catalog, resolve_agent
-from acp_bridge.cli.options import default_store_path
 from acp_bridge.cli.store_open import (
     is_postgres_url,
     keeping_leases,
     listen_for_sends,
     open_store,
+    store_place,
     store_spec,
 )
 from acp_bridge.client.options import ClientOptions
@@ -50,8 +50,8 @@ def serve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     default = resolve_agent(parser, args, sys.argv[1:], required=False)
     spec = store_spec(args.store)
     shared = is_postgres_url(spec)
-    # A PostgreSQL store has no file: the host's socket goes where the default store's would.
-    store_path = default_store_path().with_name("postgresql") if shared else Path(spec)
+    # A PostgreSQL store has no file: its socket goes beside a place of its own (store_place).
+    store_path = store_place(spec)
     socket_path = Path(args.socket) if args.socket else default_socket_path(store_path)
     try:
         make_private_dir(store_path.parent)

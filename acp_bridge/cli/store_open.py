@@ -13,6 +13,7 @@ No password is ever printed: a PostgreSQL store is named by its redacted URL
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -40,7 +41,10 @@ __all__ = [
     "listen_for_sends",
     "open_store",
     "pg_store",
+    "place_of_args",
+    "store_place",
     "store_spec",
+    "url_at",
 ]
 
 
@@ -50,6 +54,39 @@ def store_spec(given: str | Path | None) -> str:
     if given:
         return str(given)
     return os.environ.get(STORE_ENV) or str(default_store_path())
+
+
+def store_place(spec: str) -> Path:
+    """Where the store ``spec`` lives on this machine, for what goes beside a store (the
+    host's socket, the lock files): the SQLite file itself, or for a PostgreSQL URL a name of
+    its own in the state directory (one per database, the password left out), so that a
+    ``serve`` and the verbs of one database find each other's socket."""
+    if not is_postgres_url(spec):
+        return Path(spec)
+    from acp_bridge.pgstore.url import redact
+
+    digest = hashlib.sha256(redact(spec).encode()).hexdigest()[:12]
+    return default_store_path().with_name(f"postgresql-{digest}")
+
+
+_URLS: dict[Path, str] = {}
+"""The URL of each PostgreSQL store :func:`place_of_args` placed (a place is a Path; a URL
+is not one: ``Path`` would fold its ``//``)."""
+
+
+def place_of_args(given: str | None) -> Path:
+    """:func:`store_place` of the store ``--store`` (``given``) names (see
+    :func:`store_spec`); :func:`url_at` gives a PostgreSQL URL back from its place."""
+    spec = store_spec(given)
+    place = store_place(spec)
+    if is_postgres_url(spec):
+        _URLS[place] = spec
+    return place
+
+
+def url_at(place: Path) -> str | None:
+    """The PostgreSQL URL :func:`place_of_args` placed at ``place``; None for a SQLite file."""
+    return _URLS.get(place)
 
 
 def open_store(

@@ -5,7 +5,9 @@ it serves; a conversation it owns is refused to another host."""
 
 from __future__ import annotations
 
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,47 @@ def test_a_message_sent_through_another_host_is_run_by_the_serving_host(
     assert "Traceback" not in stderr, stderr
     with PgStore.open(pg_url) as after:
         after.own(record.id)  # the host let its lease go when it stopped
+
+
+def test_send_through_any_host_commits_and_wakes_the_owner(pg_url: str, tmp_path: Path) -> None:
+    """``acp-bridge send --store URL`` with no host answering here commits the message (and
+    notifies); the host that serves the database elsewhere runs it. ``conversations`` and
+    ``show`` read the same database."""
+    import subprocess
+    import sys
+
+    from tests.host.cli_client import ENV, ROOT
+
+    socket_path = tmp_path / "elsewhere" / "host.sock"  # not where send looks: another host
+    echo = agent("echo_agent.py")
+    host = start_serve("--store", pg_url, "--socket", str(socket_path), "--", *echo)
+    state = Path(tempfile.mkdtemp(prefix="acpb-"))  # short: a Unix socket's path is bounded
+    env = {**ENV, "XDG_STATE_HOME": str(state), "XDG_RUNTIME_DIR": ""}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "acp_bridge", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=60,
+        )
+
+    try:
+        with PgStore.open(pg_url) as other:
+            record = other.create_conversation(agent={"argv": echo}, cwd=str(tmp_path), now=1.0)
+            sent = cli("send", "--store", pg_url, record.id, "-m", "from afar")
+            assert sent.returncode == 0, sent.stderr
+            assert sent.stdout.split() == ["1"]
+            wait_for_state(pg_url, other, record.id, 1, "done")
+        listed = cli("conversations", "--store", pg_url)
+        assert listed.returncode == 0, listed.stderr
+        assert record.id[:8] in listed.stdout
+        shown = cli("show", "--store", pg_url, record.id)
+        assert shown.returncode == 0, shown.stderr
+        assert "from afar" in shown.stdout
+    finally:
+        stderr = finish(host, signal.SIGTERM)
+        shutil.rmtree(state, ignore_errors=True)
+    assert "Traceback" not in stderr, stderr
