@@ -3,7 +3,8 @@
 ``store`` is the SQLite store in a file of its own (the tests about SQLite itself: its file,
 its WAL, its group commits). ``any_store`` is that store, and the PostgreSQL store in a fresh
 database of a real server (``tests/conftest.py``'s ``pg_server``; skipped, saying why, where no
-server can run): the store suite (``test_store.py``) takes it as its ``store``, so the same tests hold on both backends.
+server can run): the store suite (``test_store.py``) takes it as its ``store``, so the same
+tests hold on both backends.
 """
 
 from __future__ import annotations
