@@ -43,3 +43,13 @@ def any_store(request: pytest.FixtureRequest) -> Iterator[Store]:
     with PgStore.open(url, owner_tag="test") as opened:
         opened.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
         yield opened
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """None (the SQLite file of tests/conversation/live.py), then a fresh PostgreSQL
+    database's URL."""
+    if request.param == "sqlite":
+        return None
+    url: str = request.getfixturevalue("pg_url")
+    return url
