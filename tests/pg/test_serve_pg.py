@@ -101,6 +101,12 @@ def test_send_through_any_host_commits_and_wakes_the_owner(pg_url: str, tmp_path
         shown = cli("show", "--store", pg_url, record.id)
         assert shown.returncode == 0, shown.stderr
         assert "from afar" in shown.stdout
+        status = cli("status", "--store", pg_url, record.id)
+        assert status.returncode == 0, status.stderr
+        assert record.id in status.stdout
+        watched = cli("watch", "--store", pg_url, "--json", record.id)
+        assert watched.returncode == 0, watched.stderr
+        assert '"turn_ended"' in watched.stdout or '"turn_done"' in watched.stdout, watched.stdout
     finally:
         stderr = finish(host, signal.SIGTERM)
         shutil.rmtree(state, ignore_errors=True)
