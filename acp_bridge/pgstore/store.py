@@ -57,7 +57,7 @@ from acp_bridge.errors import UnknownConversationError
 from acp_bridge.pgstore.connection import PgConnection
 from acp_bridge.pgstore.conversations import PgConversations
 from acp_bridge.pgstore.keeper import LeaseKeeper
-from acp_bridge.pgstore.lease import Lease, LeaseLostError, acquire, release
+from acp_bridge.pgstore.lease import Lease, LeaseLostError, acquire, lock_holder, release
 from acp_bridge.pgstore.queue import PgQueue
 from acp_bridge.pgstore.schema import migrate
 from acp_bridge.pgstore.sql import begin_fenced, decode
@@ -221,6 +221,11 @@ class PgStore:
         """The heartbeat of this store's leases: run it (``await tg.start(keeper.run)``) for as
         long as the host owns conversations. A lease it finds lost is :meth:`lost`."""
         return self._keeper
+
+    def is_owned(self, conversation_id: str) -> bool:
+        """True while some live session (of any host, this one included) holds the
+        conversation's lease."""
+        return lock_holder(self._data, conversation_id) is not None
 
     @property
     def leases(self) -> list[Lease]:

@@ -104,10 +104,36 @@ def test_send_through_any_host_commits_and_wakes_the_owner(pg_url: str, tmp_path
         status = cli("status", "--store", pg_url, record.id)
         assert status.returncode == 0, status.stderr
         assert record.id in status.stdout
-        watched = cli("watch", "--store", pg_url, "--json", record.id)
-        assert watched.returncode == 0, watched.stderr
-        assert '"turn_ended"' in watched.stdout or '"turn_done"' in watched.stdout, watched.stdout
+        # watch follows the shared log while the host owns the conversation.
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "acp_bridge", "watch", "--store", pg_url, "--json", record.id],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        try:
+            assert watch.stdout is not None
+            with PgStore.open(pg_url) as other:
+                other.add_message(record.id, _text("echo live one"), now=5.0)
+            lines = []
+            for line in watch.stdout:  # the stored events, then the live ones
+                lines.append(line)
+                if "live one" in line:
+                    break
+            stderr = finish(host, signal.SIGTERM)  # nobody owns it now: the watch ends itself
+            assert watch.wait(timeout=30) == 0
+            assert watch.stderr is not None
+            assert "no host owns conversation" in watch.stderr.read()
+        finally:
+            watch.kill()
+            watch.wait()
+            for pipe in (watch.stdout, watch.stderr):
+                if pipe is not None:
+                    pipe.close()
     finally:
-        stderr = finish(host, signal.SIGTERM)
+        if host.returncode is None:
+            stderr = finish(host, signal.SIGTERM)
         shutil.rmtree(state, ignore_errors=True)
     assert "Traceback" not in stderr, stderr
