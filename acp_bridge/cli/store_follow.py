@@ -45,27 +45,38 @@ async def follow_shared_log(
             woken.set()
 
     listener = Listener(store.url, notified, channels=(EVENTS_CHANNEL,), owner_tag=store.owner_tag)
-    cursor = after_id
+    ending: Ending = "no owner"
     async with anyio.create_task_group() as tg:
         await tg.start(listener.run)  # listening before the first read: nothing is missed
-        try:
-            while True:
-                woken = anyio.Event()
-                while True:
-                    page = await anyio.to_thread.run_sync(
-                        store.events, conversation_id, cursor, _PAGE
-                    )
-                    for event in page:
-                        cursor = event.id
-                        ending = show(event)
-                        if ending is not None:
-                            return ending
-                    if len(page) < _PAGE:
-                        break
-                owned = await anyio.to_thread.run_sync(store.is_owned, conversation_id)
-                if not owned:
-                    return "no owner"
-                with anyio.move_on_after(OWNER_CHECK_S):
-                    await woken.wait()
-        finally:
-            tg.cancel_scope.cancel()
+        cursor = after_id
+        while True:
+            woken = anyio.Event()
+            read = await _read_after(store, conversation_id, cursor, show)
+            if isinstance(read, str):
+                ending = read
+                break
+            cursor = read
+            if not await anyio.to_thread.run_sync(store.is_owned, conversation_id):
+                break
+            with anyio.move_on_after(OWNER_CHECK_S):
+                await woken.wait()
+        tg.cancel_scope.cancel()
+    return ending
+
+
+async def _read_after(
+    store: PgStore,
+    conversation_id: str,
+    cursor: int,
+    show: Callable[[EventRecord], Literal["closed", "reader gone"] | None],
+) -> int | Literal["closed", "reader gone"]:
+    """Show every event after ``cursor``; the new cursor, or why to stop."""
+    while True:
+        page = await anyio.to_thread.run_sync(store.events, conversation_id, cursor, _PAGE)
+        for event in page:
+            cursor = event.id
+            ending = show(event)
+            if ending is not None:
+                return ending
+        if len(page) < _PAGE:
+            return cursor
