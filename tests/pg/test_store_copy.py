@@ -90,3 +90,21 @@ def test_a_conversation_owned_by_a_live_process_is_skipped(
         assert [r.id for r in store.list_conversations()] == ["free"]
         assert main(["store", "copy", pg_url, str(tmp_path / "back.db")]) == 0
         store.own("free")  # the copy let go of what it held
+
+
+def test_prune_on_postgresql_skips_what_a_live_host_owns(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with PgStore.open(pg_url) as store, PgStore.open(pg_url) as other_host:
+        fill(store, "old")
+        fill(store, "owned")
+        fill(store, "new")
+        store.update_conversation("new", title="recent", now=10_000_000_000.0)
+        for conversation_id in ("old", "owned", "new"):
+            store.disown(conversation_id)  # its writes took the leases: let them go
+        other_host.own("owned")
+        assert main(["prune", "--store", pg_url, "--keep", "1"]) == 0
+        out, err = capsys.readouterr()
+        assert out.split() == ["old"]
+        assert "owned" in err  # skipped, named
+        assert sorted(r.id for r in store.list_conversations()) == ["new", "owned"]
