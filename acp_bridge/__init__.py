@@ -61,6 +61,7 @@ _EXPORTS = {
     "open_conversation": "acp_bridge.conversation.opening",
     "Conversation": "acp_bridge.conversation.conversation",
     "QueueStore": "acp_bridge.conversation.store",
+    "Store": "acp_bridge.conversation.store_api",
     "ConversationRecord": "acp_bridge.conversation.records",
     "MessageRecord": "acp_bridge.conversation.queue_states",
     "MessageState": "acp_bridge.conversation.queue_states",
@@ -117,6 +118,7 @@ __all__ = [  # noqa: RUF022  (grouped by level, as _EXPORTS are, not sorted)
     "open_conversation",
     "Conversation",
     "QueueStore",
+    "Store",
     "ConversationRecord",
     "MessageRecord",
     "MessageState",
@@ -164,6 +166,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads the
     from acp_bridge.conversation.queue_states import MessageRecord, MessageState
     from acp_bridge.conversation.records import ConversationRecord
     from acp_bridge.conversation.store import QueueStore
+    from acp_bridge.conversation.store_api import Store
     from acp_bridge.conversation.usage import UsageTotals
     from acp_bridge.core.turn_machine import EndedBy, TurnOutcome, TurnStatus, TurnTimings
     from acp_bridge.errors import (

@@ -7,10 +7,14 @@ A module that touches asyncio-only code (litellm, the official ACP SDK runtime) 
 from __future__ import annotations
 
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.pg_server import PgServer, no_server_reason, start_server
 
 # CI machines are small and shared: judge properties, not generation speed.
 settings.register_profile("acp-bridge", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -30,3 +34,33 @@ if str(ROOT) not in sys.path:  # tests import the fixtures package helpers
 def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, object]]:
     backend: tuple[str, dict[str, object]] = request.param
     return backend
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One real PostgreSQL server per test session (per xdist worker), started on first use
+    (see :mod:`tests.pg_server`); skipped, saying why, where none can run."""
+    reason = no_server_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """A new, empty database of its own for the test; dropped afterwards (its connections
+    with it)."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield pg_server.url(name)
+    finally:
+        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -69,6 +69,7 @@ from acp_bridge.cli.guarded_output import GuardedOutput
 from acp_bridge.cli.named_agents import resolve_agent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
+from acp_bridge.cli.store_open import keeping_leases
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
@@ -231,7 +232,7 @@ class _Chat:
                 self.agent = agent
                 with streams_through(self.out, self.err):
                     try:
-                        async with anyio.create_task_group() as printing:
+                        async with anyio.create_task_group() as printing, keeping_leases(store):
                             async with open_conversation(
                                 store, agent, record, policy=policy, session_id=args.session_id
                             ) as conversation:

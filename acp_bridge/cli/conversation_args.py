@@ -36,8 +36,9 @@ def add_conversation_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--store",
-        metavar="PATH",
-        help="the SQLite store of conversations (default: $XDG_STATE_HOME/acp-bridge/store.db)",
+        metavar="PATH|URL",
+        help="the store of conversations: a SQLite path or a postgresql:// URL (default: "
+        "$ACP_BRIDGE_STORE, else $XDG_STATE_HOME/acp-bridge/store.db)",
     )
     parser.add_argument(
         "--durability",

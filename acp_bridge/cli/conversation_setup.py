@@ -26,12 +26,13 @@ from acp_bridge.cli.exit_codes import EXIT_USAGE
 from acp_bridge.cli.named_agents import ResolvedAgent
 from acp_bridge.cli.options import default_state_dir, default_store_path
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
+from acp_bridge.cli.store_open import is_postgres_url, open_store, pg_store, store_spec
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionPolicy
 from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.reconcile import reconcile
 from acp_bridge.conversation.records import ConversationRecord
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import ConfigMismatchError, QueueStoreError, UnsafeFileError
 from acp_bridge.process.policy import RestartPolicy
@@ -53,13 +54,16 @@ __all__ = [
 class ClaimedConversation:
     """An open store and a conversation this process owns until :meth:`release`."""
 
-    store: QueueStore
+    store: Store
     record: ConversationRecord
-    owner: ConversationOwner
+    owner: ConversationOwner | None
+    """The SQLite store's owner lock; None on PostgreSQL, where the store holds the
+    conversation's lease (released when the store closes)."""
 
     def release(self) -> None:
         self.store.close()
-        self.owner.release()
+        if self.owner is not None:
+            self.owner.release()
 
 
 def claim_conversation(
@@ -67,13 +71,15 @@ def claim_conversation(
 ) -> ClaimedConversation | int:
     """The conversation ``args`` names, owned by this process; or an exit code (2), the reason
     said on stderr."""
-    store_path = Path(args.store) if args.store else default_store_path()
     try:
-        make_private_dir(store_path.parent)
-        store = QueueStore.open(store_path, durability=getattr(args, "durability", "process"))
+        spec = store_spec(args.store)
+        if not is_postgres_url(spec):
+            make_private_dir(Path(spec).parent)
+        store = open_store(spec, durability=getattr(args, "durability", "process"))
     except (OSError, QueueStoreError) as exc:
-        text = str(exc)  # one line that names the store once
-        _say(text if str(store_path) in text else f"cannot open the store {store_path}: {text}")
+        text = str(exc)  # one line that names the store once (a URL's without its password)
+        named = is_postgres_url(spec) or spec in text
+        _say(text if named else f"cannot open the store {spec}: {text}")
         return EXIT_USAGE
     try:
         record = _conversation(store, args, agent)
@@ -81,20 +87,16 @@ def claim_conversation(
         store.close()
         _say(str(exc))
         return EXIT_USAGE
-    owner = ConversationOwner(store_path, record.id)
-    try:
-        owner.acquire()  # before anything reads or recovers its messages
-    except (ConversationBusyError, UnsafeFileError) as exc:
+    owned = _own(store, Path(spec), record.id)
+    if isinstance(owned, str):
         store.close()
-        _say(str(exc))
+        _say(owned)
         return EXIT_USAGE
-    except (OSError, ValueError) as exc:
-        store.close()
-        _say(f"cannot lock conversation {record.id} ({owner.path}): {exc}")
-        return EXIT_USAGE
+    owner = owned
     if store.get_conversation(record.id) is None:  # pruned between the lookup and the lock
         store.close()
-        owner.release()
+        if owner is not None:
+            owner.release()
         _say(f"conversation {record.id} was removed (pruned) meanwhile; nothing was sent")
         return EXIT_USAGE
     if verbose:
@@ -103,6 +105,26 @@ def claim_conversation(
     if servers != list(record.mcp_servers):  # reconciled above; owned now, so ours to change
         record = store.update_conversation(record.id, mcp_servers=servers, now=time.time())
     return ClaimedConversation(store, record, owner)
+
+
+def _own(store: Store, store_path: Path, conversation_id: str) -> ConversationOwner | str | None:
+    """Own the conversation before anything reads or recovers its messages: its lease on
+    PostgreSQL (None), else the owner lock next to the SQLite file; or why not (a line)."""
+    shared = pg_store(store)
+    if shared is not None:
+        try:
+            shared.own(conversation_id)
+        except QueueStoreError as exc:
+            return str(exc)
+        return None
+    owner = ConversationOwner(store_path, conversation_id)
+    try:
+        owner.acquire()
+    except (ConversationBusyError, UnsafeFileError) as exc:
+        return str(exc)
+    except (OSError, ValueError) as exc:
+        return f"cannot lock conversation {conversation_id} ({owner.path}): {exc}"
+    return owner
 
 
 def agent_spec(agent: ResolvedAgent, record: ConversationRecord) -> AgentSpec:
@@ -163,7 +185,7 @@ def make_private_dir(directory: Path) -> None:
 
 
 def _conversation(
-    store: QueueStore, args: argparse.Namespace, agent: ResolvedAgent
+    store: Store, args: argparse.Namespace, agent: ResolvedAgent
 ) -> ConversationRecord:
     argv = agent.argv
     cwd = str(Path(args.cwd).resolve() if args.cwd else Path.cwd())  # checked by argparse
@@ -202,7 +224,7 @@ def _mcp_servers_now(agent: ResolvedAgent, record: ConversationRecord) -> list[d
     return list(record.mcp_servers)
 
 
-def _nothing_to_resume(store: QueueStore, cwd: str, argv: list[str]) -> str:
+def _nothing_to_resume(store: Store, cwd: str, argv: list[str]) -> str:
     agent = f" and the agent {' '.join(argv)}" if argv else ""
     text = (
         f"no stored conversation to resume for {cwd}{agent} in {store.path} (only "

@@ -17,7 +17,8 @@ _HANDLERS: Final = "acp_bridge.cli.conversations_cmd"
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 _STORE_HELP: Final = (
-    "the SQLite store of conversations (default: $XDG_STATE_HOME/acp-bridge/store.db)"
+    "the store of conversations: a SQLite path or a postgresql:// URL (default: "
+    "$ACP_BRIDGE_STORE, else $XDG_STATE_HOME/acp-bridge/store.db)"
 )
 _EXIT_CODES: Final = (
     "Exit codes: 0 ok; 2 usage error (a bad option, an unknown or ambiguous conversation id, "
@@ -51,7 +52,7 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         epilog=_EXIT_CODES,
     )
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    listing.add_argument("--store", metavar="PATH", help=_STORE_HELP)
+    listing.add_argument("--store", metavar="PATH|URL", help=_STORE_HELP)
     listing.set_defaults(handler=f"{_HANDLERS}:conversations_command")
 
     show = commands.add_parser(
@@ -68,7 +69,7 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     )
     show.add_argument("conversation_id", metavar="ID", help="the conversation (or a prefix)")
     show.add_argument("--json", action="store_true", help="one JSON object")
-    show.add_argument("--store", metavar="PATH", help=_STORE_HELP)
+    show.add_argument("--store", metavar="PATH|URL", help=_STORE_HELP)
     show.set_defaults(handler=f"{_HANDLERS}:show_command")
 
     prune = commands.add_parser(
@@ -96,5 +97,5 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     prune.add_argument(
         "--dry-run", action="store_true", help="print what would be removed, remove nothing"
     )
-    prune.add_argument("--store", metavar="PATH", help=_STORE_HELP)
+    prune.add_argument("--store", metavar="PATH|URL", help=_STORE_HELP)
     prune.set_defaults(handler=f"{_HANDLERS}:prune_command")

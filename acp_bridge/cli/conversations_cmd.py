@@ -37,13 +37,14 @@ from typing import Any
 from acp_bridge.cli.columns import aligned
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from acp_bridge.cli.guarded_output import guarded_stdout
-from acp_bridge.cli.options import default_store_path
 from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
+from acp_bridge.cli.store_open import open_store, place_of_args, url_at
 from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.records import ConversationRecord, StoredMessage
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.conversation.transcript import REPLY_LIMIT_BYTES
 from acp_bridge.errors import QueueStoreError, UnsafeFileError
+from acp_bridge.host.owner import conversation_owner
 
 __all__ = ["conversations_command", "prune_command", "show_command"]
 
@@ -133,7 +134,7 @@ def _show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _steering_events(store: QueueStore, conversation_id: str) -> dict[int, list[dict[str, Any]]]:
+def _steering_events(store: Store, conversation_id: str) -> dict[int, list[dict[str, Any]]]:
     """The ``steered`` and ``steer_fallback`` events of the log, by message, oldest first."""
     found: dict[int, list[dict[str, Any]]] = {}
     for entry in store.events(conversation_id):
@@ -170,12 +171,12 @@ def _prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _remove(store: QueueStore, store_path: Path, conversation_id: str, *, dry_run: bool) -> bool:
+def _remove(store: Store, store_path: Path, conversation_id: str, *, dry_run: bool) -> bool:
     """Delete one conversation under its owner lock; False (and a line on stderr) when a running
     process owns it or its owner cannot be checked."""
     try:
-        owner = ConversationOwner(store_path, conversation_id)
-        if dry_run and not owner.path.exists():
+        owner = conversation_owner(store, store_path, conversation_id)
+        if isinstance(owner, ConversationOwner) and dry_run and not owner.path.exists():
             return True  # never owned: nothing to check, and a dry run creates no lock file
         owner.acquire()
     except ConversationBusyError as exc:
@@ -189,7 +190,8 @@ def _remove(store: QueueStore, store_path: Path, conversation_id: str, *, dry_ru
     try:
         if not dry_run:
             store.delete_conversation(conversation_id)
-            owner.path.unlink(missing_ok=True)  # while held: no process can own it meanwhile
+            if isinstance(owner, ConversationOwner):  # while held: nobody can own it meanwhile
+                owner.path.unlink(missing_ok=True)
     except QueueStoreError as exc:
         raise _Refused(str(exc)) from exc
     finally:
@@ -201,20 +203,21 @@ def _remove(store: QueueStore, store_path: Path, conversation_id: str, *, dry_ru
 
 
 def _store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store) if args.store else default_store_path()
-
-
+    """The store's place: the SQLite file, or a PostgreSQL store's place (see
+    :func:`~.store_open.store_place`; :func:`_open_store` opens the URL again from it)."""
+    return place_of_args(args.store)
 
 
 @contextmanager
-def _open_store(args: argparse.Namespace, *, read_only: bool) -> Iterator[QueueStore | None]:
+def _open_store(args: argparse.Namespace, *, read_only: bool) -> Iterator[Store | None]:
     """The store at ``--store``, or None when there is no file there (nothing is created)."""
     path = _store_path(args)
-    if not path.exists() and not path.is_symlink():  # a dangling link is refused, not absent
-        yield None
+    url = url_at(path)
+    if url is None and not path.exists() and not path.is_symlink():
+        yield None  # a dangling link is refused, not absent
         return
     try:
-        store = QueueStore.open(path, read_only=read_only)
+        store = open_store(url or str(path), read_only=read_only)
     except QueueStoreError as exc:
         text = str(exc)  # one line that names the store once
         line = text if str(path) in text else f"cannot read the store {path}: {text}"
@@ -227,7 +230,7 @@ def _open_store(args: argparse.Namespace, *, read_only: bool) -> Iterator[QueueS
         store.close()
 
 
-def _resolve(store: QueueStore, wanted: str) -> str:
+def _resolve(store: Store, wanted: str) -> str:
     """The id ``wanted`` names: itself, or the one id it is a prefix of."""
     found = store.find_conversations(wanted) if wanted else []
     if len(found) == 1:

@@ -54,6 +54,7 @@ from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
 from acp_bridge.cli.run_recording import open_recording
 from acp_bridge.cli.stdin_messages import read_stdin
+from acp_bridge.cli.store_open import keeping_leases
 from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.elicitation import declining
 from acp_bridge.client.events import AgentGaveUp
@@ -63,7 +64,7 @@ from acp_bridge.conversation.fanout import lifecycle_json
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.records import ConversationRecord
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.errors import (
     AgentError,
     BridgeError,
@@ -79,8 +80,6 @@ __all__ = ["run_resolved"]
 
 STOP_NOW_DEADLINE_S: Final = 1.0
 """After a second signal, everything not shielded is cancelled at this deadline at the latest."""
-
-
 
 
 def run_resolved(
@@ -113,12 +112,6 @@ def run_resolved(
         if started is not None:
             started.discard_if_running()  # interrupted before the supervisor took it over
         claimed.release()
-
-
-
-
-
-
 
 
 @dataclass
@@ -205,7 +198,7 @@ class _Interrupts:
 
 async def _run(
     args: argparse.Namespace,
-    store: QueueStore,
+    store: Store,
     record: ConversationRecord,
     spec: AgentSpec,
     unsettled: set[int],
@@ -246,7 +239,7 @@ def _what_was_stopped(interrupts: _Interrupts) -> str:
 
 async def _run_agent(
     args: argparse.Namespace,
-    store: QueueStore,
+    store: Store,
     record: ConversationRecord,
     spec: AgentSpec,
     interrupts: _Interrupts,
@@ -286,7 +279,7 @@ async def _run_agent(
             # The printer outlives the conversation: it prints every event, the final state of
             # a stopped turn included, and ends when the conversation closes its stream.
             try:
-                async with anyio.create_task_group() as printing:
+                async with anyio.create_task_group() as printing, keeping_leases(store):
                     async with open_conversation(
                         store, agent, record, policy=policy, session_id=args.session_id
                     ) as conversation:
@@ -329,7 +322,7 @@ async def _run_agent(
 
 
 async def _drive(
-    store: QueueStore,
+    store: Store,
     conversation: Conversation,
     args: argparse.Namespace,
     interrupts: _Interrupts,
@@ -406,7 +399,7 @@ _PREVIEW: Final = 40
 """How much of a message that could not be stored is quoted."""
 
 
-async def _retry_failed(store: QueueStore, conversation: Conversation, judged: set[int]) -> None:
+async def _retry_failed(store: Store, conversation: Conversation, judged: set[int]) -> None:
     """Send the failed recoverable messages again, explicitly, oldest first (e.g. the ones a
     crash of the bridge failed without prompting). Messages the conversation left queued were
     queued first and go first."""
@@ -418,7 +411,7 @@ async def _retry_failed(store: QueueStore, conversation: Conversation, judged: s
             judged.add(message.seq)
 
 
-async def _exit_code(store: QueueStore, conversation_id: str, judged: set[int]) -> int:
+async def _exit_code(store: Store, conversation_id: str, judged: set[int]) -> int:
     """0 when every message this run answers for ended ``done``, else 4 (failed, recovered as
     failed after a crash of the bridge, cancelled by a deadline, or still queued)."""
     stored = await anyio.to_thread.run_sync(lambda: store.messages(conversation_id))

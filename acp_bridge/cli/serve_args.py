@@ -54,8 +54,9 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     )
     serve.add_argument(
         "--store",
-        metavar="PATH",
-        help="the SQLite store of conversations (default: $XDG_STATE_HOME/acp-bridge/store.db)",
+        metavar="PATH|URL",
+        help="the store of conversations: a SQLite path or a postgresql:// URL (default: "
+        "$ACP_BRIDGE_STORE, else $XDG_STATE_HOME/acp-bridge/store.db)",
     )
     serve.add_argument(
         "--listen",

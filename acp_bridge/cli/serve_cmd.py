@@ -32,12 +32,19 @@ from anyio.abc import TaskStatus
 from acp_bridge.cli.conversation_setup import make_private_dir
 from acp_bridge.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from acp_bridge.cli.named_agents import ResolvedAgent, load_catalog, resolve_agent
-from acp_bridge.cli.options import default_store_path
+from acp_bridge.cli.store_open import (
+    is_postgres_url,
+    keeping_leases,
+    listen_for_sends,
+    open_store,
+    store_place,
+    store_spec,
+)
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
 from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.records import ConversationRecord
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import QueueStoreError, UnsafeFileError
 from acp_bridge.host.clients import ClientLimits
@@ -72,14 +79,17 @@ def serve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         ]
         if given:
             parser.error(f"serve: {', '.join(given)} go with --listen HOST:PORT")
-    store_path = Path(args.store) if args.store else default_store_path()
+    spec = store_spec(args.store)
+    shared = is_postgres_url(spec)
+    # A PostgreSQL store has no file: its socket goes beside a place of its own (store_place).
+    store_path = store_place(spec)
     socket_path = Path(args.socket) if args.socket else default_socket_path(store_path)
     try:
         make_private_dir(store_path.parent)
-        store = QueueStore.open(store_path)
+        store = open_store(spec)
     except (OSError, QueueStoreError, UnsafeFileError) as exc:
         text = str(exc)
-        _say(text if str(store_path) in text else f"cannot open the store {store_path}: {text}")
+        _say(text if shared or spec in text else f"cannot open the store {spec}: {text}")
         return EXIT_USAGE
     try:
         plan = _plan(args, store_path) if args.listen is not None else None
@@ -121,7 +131,7 @@ async def _open_websocket(plan: ListenPlan, max_clients: int) -> WebSocketListen
 
 async def _serve(
     args: argparse.Namespace,
-    store: QueueStore,
+    store: Store,
     store_path: Path,
     socket_path: Path,
     default: ResolvedAgent,
@@ -149,12 +159,13 @@ async def _serve(
     )
     # The signals are ours before anything is said: whoever reads "serving" may signal us.
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        _say(f"serving {store_path} on {socket_path} (pid {os.getpid()})")
+        _say(f"serving {store.path} on {socket_path} (pid {os.getpid()})")
         if plan is not None and websocket is not None:
             url = plan.url(websocket.port)
             made_now = ", made now: copy it to the clients" if made else ""
             _say(f"listening at {url} (bearer token in {plan.token_file}{made_now})")
-        async with anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as tg, keeping_leases(store):
+            await listen_for_sends(store, host, tg)
 
             async def stop_on_signal() -> None:
                 async for signum in signals:

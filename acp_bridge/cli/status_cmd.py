@@ -26,7 +26,7 @@ from acp_bridge.cli.verb_owner import (
     store_path,
 )
 from acp_bridge.conversation.records import ConversationRecord
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.errors import ErrorCode
 from acp_bridge.host.client import Endpoint, HostClient, HostRequestError
 
@@ -90,7 +90,7 @@ def _owned(row: dict[str, Any], client: HostClient) -> dict[str, Any]:
 
 
 def _stored(
-    store: QueueStore, record: ConversationRecord, state: str = "no host"
+    store: Store, record: ConversationRecord, state: str = "no host"
 ) -> dict[str, Any]:
     messages = store.messages(record.id, ["queued", "running"])
     running = [m.seq for m in messages if m.state == "running"]

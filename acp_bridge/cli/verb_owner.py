@@ -24,9 +24,10 @@ from pathlib import Path
 import anyio
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
-from acp_bridge.cli.options import default_store_path
+from acp_bridge.cli.store_open import open_store as open_any_store
+from acp_bridge.cli.store_open import place_of_args, url_at
 from acp_bridge.conversation.records import ConversationRecord
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.errors import QueueStoreError
 from acp_bridge.host.client import (
     CONNECT_TIMEOUT_S,
@@ -99,7 +100,9 @@ def say(verb: str, text: str) -> None:
 
 
 def store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store) if args.store else default_store_path()
+    """The store's place: the SQLite file, or a PostgreSQL store's place (see
+    :func:`~.store_open.store_place`; :func:`open_store` opens the URL again from it)."""
+    return place_of_args(args.store)
 
 
 def host_socket(args: argparse.Namespace, store: Path) -> Path:
@@ -107,13 +110,15 @@ def host_socket(args: argparse.Namespace, store: Path) -> Path:
 
 
 @contextlib.contextmanager
-def open_store(store: Path, *, read_only: bool = True) -> Iterator[QueueStore | None]:
-    """The store, or None when there is no file there (nothing is created)."""
-    if not store.exists() and not store.is_symlink():  # a dangling link is refused, not absent
-        yield None
+def open_store(store: Path, *, read_only: bool = True) -> Iterator[Store | None]:
+    """The store, or None when there is no file there (nothing is created). A PostgreSQL
+    store is opened from its URL (its place has no file)."""
+    url = url_at(store)
+    if url is None and not store.exists() and not store.is_symlink():
+        yield None  # a dangling link is refused, not absent
         return
     try:
-        opened = QueueStore.open(store, read_only=read_only)
+        opened = open_any_store(url or str(store), read_only=read_only)
     except QueueStoreError as exc:
         text = str(exc)
         line = text if str(store) in text else f"cannot read the store {store}: {text}"

@@ -21,10 +21,11 @@ from __future__ import annotations
 import argparse
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from acp_bridge.cli.render import EventPrinter
+from acp_bridge.cli.store_open import url_at
 from acp_bridge.cli.verb_owner import (
     Owner,
     VerbFailed,
@@ -38,7 +39,7 @@ from acp_bridge.cli.verb_owner import (
     say,
     store_path,
 )
-from acp_bridge.conversation.records import ConversationRecord
+from acp_bridge.conversation.records import ConversationRecord, EventRecord
 from acp_bridge.host.client import HostClient
 from acp_bridge.host.log_view import watch_event
 
@@ -108,6 +109,8 @@ class _Watch:
         )
 
     async def _replay_stored(self, store: Path, record: ConversationRecord, owner: Owner) -> int:
+        if url_at(store) is not None:  # PostgreSQL: follow the shared log (issue 23)
+            return await self._follow_shared(store, record)
         with open_store(store) as opened:
             if opened is None:
                 raise VerbFailed(f"the store {store} was removed")
@@ -127,6 +130,34 @@ class _Watch:
             f"{owner.absent_owner_text(record.id)}: the stored events are shown; nothing is "
             "following the conversation",
         )
+        return EXIT_OK
+
+    async def _follow_shared(self, store: Path, record: ConversationRecord) -> int:
+        """Show the conversation's stored events, then follow its shared log while a host
+        owns it (:func:`~.store_follow.follow_shared_log`)."""
+        from acp_bridge.cli.store_follow import follow_shared_log
+        from acp_bridge.cli.store_open import pg_store
+
+        def show(stored: EventRecord) -> Literal["closed", "reader gone"] | None:
+            self.cursor = stored.id
+            shown = watch_event(record.id, stored.id, stored.kind, stored.ts, stored.data)
+            kind = self._show(shown["event"], stored.id)
+            if self.reader_gone:
+                return "reader gone"
+            return "closed" if kind in CLOSED_EVENTS else None
+
+        with open_store(store) as opened:
+            shared = None if opened is None else pg_store(opened)
+            if shared is None:
+                raise VerbFailed(f"the store {store} cannot be followed")
+            ending = await follow_shared_log(shared, record.id, self.cursor or 0, show)
+        await self._flush()
+        if ending == "reader gone":
+            return EXIT_INTERRUPTED
+        if ending == "closed":
+            say("watch", f"conversation {record.id} was closed")
+        else:
+            say("watch", f"no host owns conversation {record.id} now; nothing follows it")
         return EXIT_OK
 
     def _show(self, event: dict[str, Any], cursor: int) -> str:

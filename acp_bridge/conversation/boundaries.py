@@ -30,7 +30,7 @@ from acp_bridge.conversation.journal import FinalEvent, StructuredError, TurnJou
 from acp_bridge.conversation.publishing import EventPublisher
 from acp_bridge.conversation.queue_model import MessageFinal
 from acp_bridge.conversation.records import FinishedTurn
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.conversation.turn_events import Emit
 
 __all__ = ["SubmittedFinal", "TurnBoundaries", "started_event"]
@@ -48,7 +48,7 @@ def started_event(seq: int, blocks: list[dict[str, Any]]) -> dict[str, Any]:
 class TurnBoundaries:
     def __init__(
         self,
-        store: QueueStore,
+        store: Store,
         commits: GroupCommit,
         conversation_id: str,
         *,

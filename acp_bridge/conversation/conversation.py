@@ -81,7 +81,7 @@ from acp_bridge.conversation.queue_model import (
 from acp_bridge.conversation.queue_states import MessageRecord, MessageState
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.steers import SteerResult, SteerRunner
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.conversation.store_catalog import LogEntry
 from acp_bridge.conversation.turn_events import TurnEvents
 from acp_bridge.conversation.turns import TurnRunner
@@ -118,7 +118,7 @@ class Conversation:
 
     def __init__(
         self,
-        store: QueueStore,
+        store: Store,
         record: ConversationRecord,
         agent: SupervisedAgent,
         session: Session,
@@ -282,6 +282,28 @@ class Conversation:
                 self._store.requeue, self.id, seq, next=False, unpause=True, now=self._clock()
             )
             await self._perform(self._machine.retry(seq))
+
+    async def take_sent_elsewhere(self) -> list[int]:
+        """Queue the messages another host committed to a shared store (issue 23: its
+        notification woke us): every queued message of the store this conversation has not
+        seen, in the store's order. Returns their seqs. A message committed with a seq below
+        one this conversation already queued itself stays in the store, queued, for the next
+        owner (it cannot overtake a message prompted meanwhile)."""
+        async with self._acting:
+            if self._machine.is_closed:
+                return []
+            stored = await self._db(self._store.queued, self.id)
+            known = {record.seq for record in self._machine.messages()}
+            taken = []
+            with anyio.CancelScope(shield=True):  # what is read is queued here, all of it
+                for message in stored:
+                    if message.seq in known or message.seq < self._machine.next_seq:
+                        continue
+                    self._turns.prompts[message.seq] = list(message.content)
+                    await self.emit("queued", {"seq": message.seq, "interrupt": False})
+                    await self._perform(self._machine.send(message.seq))
+                    taken.append(message.seq)
+            return taken
 
     async def close(self) -> None:
         """Close the conversation on purpose (``session/close``): no new turn starts from now

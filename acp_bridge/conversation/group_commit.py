@@ -44,7 +44,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import QueueStoreError
 
@@ -105,7 +105,7 @@ class PendingCommit(Generic[_T]):
 class GroupCommit:
     """Queued store calls of one store, committed in batches."""
 
-    def __init__(self, store: QueueStore) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
         self._queued: deque[PendingCommit[Any]] = deque()
         self.committing = False

@@ -30,7 +30,7 @@ from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.queue_model import BRIDGE_STOPPED_ERROR
 from acp_bridge.conversation.records import ConversationRecord
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.errors import BridgeError, SessionRestoreError
 
 __all__ = ["open_conversation"]
@@ -43,7 +43,7 @@ _LAST_EVENTS_S = 2.0
 
 @asynccontextmanager
 async def open_conversation(
-    store: QueueStore,
+    store: Store,
     agent: SupervisedAgent,
     record: ConversationRecord,
     *,
@@ -74,7 +74,7 @@ async def open_conversation(
 
 @asynccontextmanager
 async def _conversation_scope(
-    store: QueueStore,
+    store: Store,
     agent: SupervisedAgent,
     record: ConversationRecord,
     policy: TurnPolicy | None,
@@ -105,7 +105,7 @@ async def _conversation_scope(
 
 async def _start(
     conversation: Conversation,
-    store: QueueStore,
+    store: Store,
     record: ConversationRecord,
     session: Session,
     how: str,

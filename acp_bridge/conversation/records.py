@@ -7,7 +7,7 @@ or KeyError, which the store reports as a corrupt record naming the file.
 from __future__ import annotations
 
 import json
-import sqlite3
+from collections.abc import Mapping
 from dataclasses import field
 from typing import Any, TypeVar
 
@@ -83,6 +83,8 @@ class StoredMessage:
     reply: str | None = None
     reply_truncated: bool = False
     usage: UsageTotals = field(default_factory=UsageTotals)
+    steered_into: int | None = None
+    """The seq of the turn a ``steered`` message joined (None otherwise)."""
 
     @property
     def is_final(self) -> bool:
@@ -115,7 +117,7 @@ def _machine_record(
     )
 
 
-def record_from_row(row: sqlite3.Row) -> MessageRecord:
+def record_from_row(row: Mapping[str, Any]) -> MessageRecord:
     """A message row (its state columns alone suffice) as the queue machine sees it."""
     error, recoverable = row["error"], row["recoverable"]
     return _machine_record(
@@ -151,7 +153,7 @@ def loads(text: str, kind: type[_J]) -> _J:
     return value
 
 
-def conversation_from_row(row: sqlite3.Row) -> ConversationRecord:
+def conversation_from_row(row: Mapping[str, Any]) -> ConversationRecord:
     usage = loads(row["usage"], dict)
     return ConversationRecord(
         id=row["id"],
@@ -170,7 +172,7 @@ def conversation_from_row(row: sqlite3.Row) -> ConversationRecord:
     )
 
 
-def message_from_row(row: sqlite3.Row) -> StoredMessage:
+def message_from_row(row: Mapping[str, Any]) -> StoredMessage:
     error, recoverable = row["error"], row["recoverable"]
     return StoredMessage(
         conversation_id=row["conversation_id"],
@@ -188,10 +190,12 @@ def message_from_row(row: sqlite3.Row) -> StoredMessage:
         reply=row["reply"],
         reply_truncated=bool(row["reply_truncated"]),
         usage=UsageTotals.from_json(loads(row["usage"], dict)),
+        # keys(): ``in`` on a sqlite3.Row looks among its values.
+        steered_into=row["steered_into"] if "steered_into" in row.keys() else None,  # noqa: SIM118
     )
 
 
-def event_from_row(row: sqlite3.Row) -> EventRecord:
+def event_from_row(row: Mapping[str, Any]) -> EventRecord:
     return EventRecord(
         id=row["id"],
         conversation_id=row["conversation_id"],

@@ -45,7 +45,7 @@ from acp_bridge.conversation.queue_model import (
     SteerTurn,
 )
 from acp_bridge.conversation.queue_states import MessageState
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.conversation.turns import TurnOwner, TurnTasks
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import BridgeError, RpcError
@@ -86,7 +86,7 @@ class SteerRunner:
         self,
         owner: TurnOwner,
         session: Session,
-        store: QueueStore,
+        store: Store,
         commits: GroupCommit,
         conversation_id: str,
         *,

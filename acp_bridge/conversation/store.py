@@ -104,6 +104,7 @@ from acp_bridge.conversation.schema import connect, connect_read_only
 from acp_bridge.conversation.store_catalog import ConversationCatalog, ConversationChanges, LogEntry
 from acp_bridge.conversation.store_connection import StoreConnection
 from acp_bridge.conversation.store_file import StoreFile, is_file_path
+from acp_bridge.conversation.store_import import ConversationImport
 from acp_bridge.conversation.store_reads import QueueReads
 from acp_bridge.conversation.store_rows import StoredRows
 from acp_bridge.conversation.store_writes import QueueWrites
@@ -136,13 +137,12 @@ class QueueStore:
         """Use :meth:`open`. ``fsync``: the connection fsyncs every commit
         (``synchronous=FULL``). ``file``: the store's file as checked at the open.
         ``read_only``: every write is refused."""
-        self._connection = StoreConnection(
-            conn, path, fsync=fsync, file=file, read_only=read_only
-        )
+        self._connection = StoreConnection(conn, path, fsync=fsync, file=file, read_only=read_only)
         rows = StoredRows(path)
         self._catalog = ConversationCatalog(self._connection, rows)
         self._reads = QueueReads(self._connection, rows)
         self._writes = QueueWrites(self._connection, rows)
+        self._import = ConversationImport(self._connection)
 
     @classmethod
     def open(
@@ -182,6 +182,12 @@ class QueueStore:
     @property
     def path(self) -> str:
         return self._connection.path
+
+    @property
+    def is_shared(self) -> bool:
+        """False: one file, whose owner process learns of new messages from its own sends
+        (another process's send reaches it through its socket, see host/owner.py)."""
+        return False
 
     def close(self) -> None:
         """Close the connection (the last one to the file checkpoints it). Idempotent."""
@@ -399,11 +405,22 @@ class QueueStore:
     ) -> bool:
         """A steering message the agent did not take goes to the queue's head
         (:meth:`.QueueWrites.steer_refused`)."""
-        return self._writes.steer_refused(
-            conversation_id, seq, behind=behind, now=now, event=event
-        )
+        return self._writes.steer_refused(conversation_id, seq, behind=behind, now=now, event=event)
 
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]:
         """Fail (recoverable) every message left running by a dead bridge; return their seqs
         (:meth:`.QueueWrites.recover_after_crash`)."""
         return self._writes.recover_after_crash(conversation_id, now=now)
+
+    # -- copying (ConversationImport) -------------------------------------------------------------
+
+    def import_conversation(
+        self,
+        record: ConversationRecord,
+        messages: Sequence[StoredMessage],
+        events: Sequence[EventRecord],
+    ) -> bool:
+        """Store a conversation copied from another store, as it was, in one transaction;
+        False when one with its id is here already
+        (:meth:`.ConversationImport.import_conversation`)."""
+        return self._import.import_conversation(record, messages, events)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.records import (
@@ -28,8 +28,11 @@ class StoredRows:
     def __init__(self, path: str) -> None:
         self._path = path
 
-    def decode(self, decode: Callable[[sqlite3.Row], _T], row: sqlite3.Row) -> _T:
-        """``decode(row)``; a row it cannot read raises QueueStoreError (a corrupt record)."""
+    def decode(self, decode: Callable[[Any], _T], row: sqlite3.Row) -> _T:
+        """``decode(row)``; a row it cannot read raises QueueStoreError (a corrupt record).
+        The record decoders take a ``Mapping[str, Any]`` (both backends' rows read by column
+        name); a ``sqlite3.Row`` reads the same way without being registered as a Mapping,
+        hence ``Any`` at this one seam."""
         try:
             return decode(row)
         except (ValueError, TypeError, KeyError) as exc:

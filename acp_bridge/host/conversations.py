@@ -35,12 +35,12 @@ from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.records import ConversationRecord, EventRecord
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import BridgeError, QueueStoreError, RpcError
 from acp_bridge.host.clients import Client
 from acp_bridge.host.log_view import SENDER_KIND, SenderLabels, acp_update, watch_event
-from acp_bridge.host.owner import ConversationOwner
+from acp_bridge.host.owner import conversation_owner
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.wire import jsonrpc
 from acp_bridge.wire.elicitation import ElicitationRequest, ElicitationResponse
@@ -94,7 +94,7 @@ class TurnResult:
 class ConversationHub:
     """One conversation as its clients see it (see the module's text)."""
 
-    def __init__(self, store: QueueStore, conversation_id: str) -> None:
+    def __init__(self, store: Store, conversation_id: str) -> None:
         self.id = conversation_id
         self.store = store
         self.attached: dict[int, Client] = {}
@@ -383,13 +383,13 @@ class HostConversation:
     """A conversation the host owns: its hub, and its agent while it runs."""
 
     def __init__(
-        self, store: QueueStore, store_path: Any, record: ConversationRecord, settings: HostSettings
+        self, store: Store, store_path: Any, record: ConversationRecord, settings: HostSettings
     ) -> None:
         self.record = record
         self.hub = ConversationHub(store, record.id)
         self._store = store
         self._settings = settings
-        self._owner = ConversationOwner(store_path, record.id)
+        self._owner = conversation_owner(store, store_path, record.id)
         self._owned = False
         self._stop = anyio.Event()
         self._running = False

@@ -16,6 +16,13 @@ chmodded or written through. Only a lock file this process created is chmodded (
 
 The descriptor is not inherited by children (``os.open`` makes it non-inheritable), so an agent
 that outlives the bridge does not keep the conversation locked.
+
+On a shared store (PostgreSQL, issue 23) there is no file to lock: the owner is whoever holds
+the conversation's lease in the database (an advisory lock on the owner's session, which the
+server releases when that session dies, and a fencing token in every write). A
+:class:`LeaseOwner` takes it through the store
+(:class:`~acp_bridge.conversation.store_api.SharedStore`); :func:`conversation_owner` picks
+the owner that applies to a store.
 """
 
 from __future__ import annotations
@@ -25,12 +32,15 @@ import fcntl
 import os
 from pathlib import Path
 
+from acp_bridge.conversation.store_api import ConversationOwnedError, SharedStore, Store
 from acp_bridge.safe_files import open_private_directory, open_private_file
 
 __all__ = [
     "ConversationBusyError",
     "ConversationOwner",
+    "LeaseOwner",
     "OwnerInfo",
+    "conversation_owner",
     "held_owner",
     "lock_path",
     "read_owner",
@@ -116,6 +126,49 @@ class ConversationOwner:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             os.close(fd)  # closing the last descriptor releases the flock
+
+
+class LeaseOwner:
+    """Holds a conversation's lease in a shared store from :meth:`acquire` until
+    :meth:`release` (the same interface as :class:`ConversationOwner`)."""
+
+    def __init__(self, store: SharedStore, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        self._store = store
+        self._held = False
+
+    @property
+    def is_held(self) -> bool:
+        return self._held and self._store.owns(self.conversation_id)
+
+    def acquire(self) -> None:
+        """Take the lease now or raise :class:`ConversationBusyError` (never waits; an owner
+        whose heartbeat stopped is taken over, see :mod:`acp_bridge.pgstore.lease`).
+
+        Raises:
+            ConversationBusyError: another live host owns it.
+            QueueStoreError: the store failed.
+        """
+        try:
+            self._store.own(self.conversation_id)
+        except ConversationOwnedError as exc:
+            raise ConversationBusyError(self.conversation_id, None) from exc
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._store.disown(self.conversation_id)
+
+
+def conversation_owner(
+    store: Store, store_path: Path, conversation_id: str
+) -> ConversationOwner | LeaseOwner:
+    """The owner of a conversation of ``store``: its lease for a shared store, else the lock
+    file beside the SQLite file at ``store_path``."""
+    if store.is_shared and isinstance(store, SharedStore):
+        return LeaseOwner(store, conversation_id)
+    return ConversationOwner(store_path, conversation_id)
 
 
 _HELD: dict[Path, ConversationOwner] = {}

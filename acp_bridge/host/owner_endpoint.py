@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from acp_bridge.conversation.conversation import Conversation
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.host.endpoint import (
     HostEndpointError,
     conversation_socket_path,
@@ -34,10 +34,15 @@ log = logging.getLogger(__name__)
 
 @asynccontextmanager
 async def owner_endpoint(
-    conversation: Conversation, store: QueueStore, socket_dir: Path | None = None
+    conversation: Conversation, store: Store, socket_dir: Path | None = None
 ) -> AsyncIterator[Path | None]:
     """Serve ``conversation``'s endpoint while the context is open; yields its socket path
     (None when it could not be served)."""
+    if store.is_shared:
+        # A PostgreSQL store (issue 23) has no file to put a socket beside: the verbs reach
+        # this owner through the database (a send commits and notifies it).
+        yield None
+        return
     from acp_bridge.host.serve import serve_conversation_endpoint  # the run's cost: only here
 
     store_path = Path(store.path)

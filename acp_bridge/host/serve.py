@@ -32,7 +32,7 @@ from anyio.abc import ByteStream, Listener, SocketListener, TaskGroup
 
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.queue_states import MessageState
-from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import BridgeError, QueueStoreError, RpcError, UnsafeFileError
 from acp_bridge.host.acp_server import ConversationEntry, serve_methods
@@ -142,7 +142,7 @@ class Host:
 
     def __init__(
         self,
-        store: QueueStore,
+        store: Store,
         store_path: Path,
         settings: HostSettings,
         *,
@@ -220,6 +220,23 @@ class Host:
                     log.warning("not resuming %s: %s", summary.record.id, exc)
                     continue
                 self.task_group.start_soon(self._resume, entry)
+
+    async def sent_elsewhere(self, conversation_id: str) -> None:
+        """Another host committed a message to the conversation (a shared store notified us,
+        issue 23): the open conversation queues it; one this host has not opened is taken,
+        as :meth:`resume_unfinished` would, unless another live host owns it (then that
+        host's own notification wakes it)."""
+        entry = self._open.get(conversation_id)
+        if entry is None:
+            try:
+                entry = self._take(conversation_id)
+            except RpcError:
+                return  # owned elsewhere, or gone
+        conversation = entry.conversation
+        if conversation is not None:
+            await conversation.take_sent_elsewhere()
+        elif not entry.starting:
+            self.task_group.start_soon(self._resume, entry)
 
     async def _resume(self, entry: HostConversation) -> None:
         try:
@@ -424,7 +441,7 @@ class _OneConversation:
 @contextlib.asynccontextmanager
 async def serve_conversation_endpoint(
     conversation: Conversation,
-    store: QueueStore,
+    store: Store,
     store_path: Path,
     socket_path: Path,
     options: HostOptions | None = None,

@@ -97,6 +97,10 @@ class PgConnection:
         """The host this session belongs to (its ``application_name`` says so): the owner of
         the leases acquired on it."""
         self._lock = threading.Lock()
+        # The thread running a batch (see batch()) and the batch's cursor: that thread's
+        # transactions join the batch's.
+        self._batch_thread: int | None = None
+        self._batch_cursor: Cursor | None = None
 
     @classmethod
     def open(cls, url: str, *, owner_tag: str = "") -> PgConnection:
@@ -112,14 +116,42 @@ class PgConnection:
         return self._conn
 
     @property
+    def url(self) -> str:
+        """The URL this connection was opened with (it may hold a password: never show it)."""
+        return self._url
+
+    @property
     def backend_pid(self) -> int:
         """The server process of this session."""
         return self.raw.info.backend_pid
 
     @contextmanager
+    def batch(self, what: str = "commit a batch of changes") -> Iterator[None]:
+        """Make every transaction of this thread inside the block one transaction: one commit
+        for all, all or nothing (as the SQLite store's batch). Other threads wait for the block
+        to end (the lock is held throughout). A batch inside a batch joins the outer one."""
+        if self._batch_thread == threading.get_ident():
+            yield
+            return
+        with self.transaction(what) as cur:
+            self._batch_thread, self._batch_cursor = threading.get_ident(), cur
+            try:
+                yield
+            finally:
+                self._batch_thread, self._batch_cursor = None, None
+
+    @contextmanager
     def transaction(self, what: str) -> Iterator[Cursor]:
         """A cursor inside one transaction, under the lock; committed when the block ends,
-        rolled back if it raises. psycopg errors become QueueStoreError here, once."""
+        rolled back if it raises. psycopg errors become QueueStoreError here, once. Inside
+        this thread's :meth:`batch`, the batch's transaction instead."""
+        joined = self._batch_cursor
+        if joined is not None and self._batch_thread == threading.get_ident():
+            try:
+                yield joined
+            except psycopg.Error as exc:
+                raise translate(exc, self._url, what) from exc
+            return
         with self._lock:
             conn = self.raw
             try:

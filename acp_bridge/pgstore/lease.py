@@ -61,6 +61,7 @@ __all__ = [
     "heartbeat",
     "holds",
     "lock_conversation",
+    "lock_holder",
     "release",
     "take_over_stale",
     "try_acquire",
@@ -266,6 +267,21 @@ def take_over_stale(
             },
         )
         return any(ended["ended"] for ended in cur.fetchall())
+
+
+def lock_holder(conn: PgConnection, conversation_id: str) -> int | None:
+    """The server pid of the session holding the conversation's lease now, or None (nobody
+    owns it: its last owner let go, or its session ended).
+
+    Raises:
+        UnknownConversationError: no such conversation.
+    """
+    with conn.session(f"find the owner of {conversation_id!r}") as cur:
+        cur.execute("SELECT lock_key FROM conversations WHERE id = %s", (conversation_id,))
+        row = cur.fetchone()
+        if row is None:
+            raise UnknownConversationError(conn.name, conversation_id)
+        return _holder(cur, int(row["lock_key"]))
 
 
 def _holder(cur: Cursor, key: int) -> int | None:

@@ -45,12 +45,20 @@ from acp_bridge.conversation.records import (
     record_from_row,
 )
 from acp_bridge.conversation.store_catalog import LogEntry
+from acp_bridge.conversation.store_sql import as_list
 from acp_bridge.conversation.usage import UsageTotals
 from acp_bridge.errors import AlreadyRunningError, UnknownConversationError, UnknownMessageError
 from acp_bridge.pgstore.connection import Cursor, PgConnection
 from acp_bridge.pgstore.lease import FENCE, Lease, fenced, lock_conversation
 from acp_bridge.pgstore.notify import notify_queue
-from acp_bridge.pgstore.sql import begin_fenced, decode, insert_event, queue_position, touch
+from acp_bridge.pgstore.sql import (
+    begin_fenced,
+    decode,
+    head_behind,
+    insert_event,
+    queue_position,
+    touch,
+)
 
 __all__ = ["PgQueue"]
 
@@ -72,19 +80,22 @@ class PgQueue:
         *,
         next: bool = False,
         unpause: bool = False,
+        steering: bool = False,
+        behind: Sequence[int] = (),
         now: float,
     ) -> StoredMessage:
         """Queue a message, committed on return, and wake the owner; return it.
 
-        ``next=True`` puts it ahead of every queued message; ``unpause=True`` also clears the
-        conversation's paused flag in the same transaction.
+        ``next=True`` puts it ahead of every queued message (behind the queued steers
+        ``behind``, kept first in that order); ``unpause=True`` also clears the conversation's
+        paused flag in the same transaction; ``steering=True`` stores it ``steering`` (as the
+        SQLite store's ``add_message``).
 
         Raises:
             UnknownConversationError: no such conversation.
         """
-        if isinstance(content, str | bytes):
-            raise TypeError(f"expected a list of content blocks, not {type(content).__name__}")
-        body = dumps(list(content))
+        body = dumps(as_list(content))
+        state = MessageState.STEERING if steering else MessageState.QUEUED
         with self._conn.transaction(f"add a message to {conversation_id!r}") as cur:
             lock_conversation(cur, self._name, conversation_id)
             cur.execute(
@@ -94,11 +105,14 @@ class PgQueue:
             row = cur.fetchone()
             assert row is not None
             seq = int(row["seq"])
-            position = queue_position(cur, conversation_id, next=next)
+            if next:
+                position = head_behind(cur, conversation_id, behind)
+            else:
+                position = queue_position(cur, conversation_id, next=False)
             cur.execute(
                 "INSERT INTO messages (conversation_id, seq, position, content, state, created_at)"
-                " VALUES (%s, %s, %s, %s, 'queued', %s)",
-                (conversation_id, seq, position, body, now),
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (conversation_id, seq, position, body, state.value, now),
             )
             cur.execute(
                 "UPDATE conversations SET updated_at = GREATEST(updated_at, %s)"
@@ -112,7 +126,7 @@ class PgQueue:
             seq=seq,
             position=position,
             content=loads(body, list),
-            state=MessageState.QUEUED,
+            state=state,
             stop_reason=None,
             error=None,
             recoverable=None,
@@ -246,10 +260,12 @@ class PgQueue:
         log: Sequence[LogEntry] = (),
         event: tuple[str, Any] | None = None,
         turn: FinishedTurn | None = None,
+        steered_into: int | None = None,
     ) -> bool:
-        """Move a queued or running message to its final ``state``, once (as the SQLite
-        store's ``finish``: ``log`` written whatever happens, ``event`` and ``turn`` only when
-        the state changes). False when the message already was final.
+        """Move a queued, running or steering message to its final ``state``, once (as the
+        SQLite store's ``finish``: ``log`` written whatever happens, ``event`` and ``turn`` only
+        when the state changes; ``steered_into`` stored when there is no ``turn``). False when
+        the message already was final.
 
         Raises:
             ValueError: ``state`` is not final, or a required outcome field is missing.
@@ -274,6 +290,7 @@ class PgQueue:
             "reply": None if turn is None else turn.reply,
             "truncated": False if turn is None else turn.reply_truncated,
             "with_reply": turn is not None,
+            "steered_into": steered_into,
         }
         with self._conn.transaction(f"finish message {seq} of {cid!r}") as cur:
             begin_fenced(cur, self._name, lease)
@@ -287,9 +304,11 @@ class PgQueue:
                 " error = %(error)s, recoverable = %(recoverable)s, finished_at = %(now)s,"
                 " reply = CASE WHEN %(with_reply)s THEN %(reply)s ELSE reply END,"
                 " reply_truncated = CASE WHEN %(with_reply)s THEN %(truncated)s"
-                " ELSE reply_truncated END"
+                " ELSE reply_truncated END,"
+                " steered_into = CASE WHEN %(with_reply)s THEN steered_into"
+                " ELSE %(steered_into)s END"
                 " WHERE conversation_id = %(cid)s AND seq = %(seq)s"
-                f" AND state IN ('queued', 'running') AND {FENCE}",
+                f" AND state IN ('queued', 'running', 'steering') AND {FENCE}",
                 values,
             )
             if changed == 0:
@@ -336,6 +355,40 @@ class PgQueue:
                     f"UPDATE conversations SET paused = false WHERE id = %(cid)s AND {FENCE}",
                     {"cid": cid},
                 )
+            return True
+
+    def steer_refused(
+        self,
+        lease: Lease,
+        seq: int,
+        *,
+        behind: Sequence[int] = (),
+        now: float,
+        event: tuple[str, Any] | None = None,
+    ) -> bool:
+        """A ``steering`` message the agent did not take goes ``queued`` to the queue's head,
+        behind the queued steers ``behind`` (as the SQLite store's ``steer_refused``). False
+        when it is not ``steering``.
+
+        Raises:
+            LeaseLostError: the lease is lost; nothing was written.
+        """
+        cid = lease.conversation_id
+        with self._conn.transaction(f"requeue steer {seq} of {cid!r}") as cur:
+            begin_fenced(cur, self._name, lease)
+            if self._state(cur, cid, seq) is not MessageState.STEERING:
+                return False
+            fenced(
+                cur,
+                self._name,
+                lease,
+                "UPDATE messages SET state = 'queued', position = %(position)s"
+                f" WHERE conversation_id = %(cid)s AND seq = %(seq)s AND {FENCE}",
+                {"position": head_behind(cur, cid, behind), "cid": cid, "seq": seq},
+            )
+            touch(cur, self._name, lease, now)
+            if event is not None:
+                insert_event(cur, self._name, lease, event, seq, now)
             return True
 
     def recover_after_crash(self, lease: Lease, *, now: float) -> list[int]:

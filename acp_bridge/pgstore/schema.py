@@ -1,6 +1,7 @@
 """The PostgreSQL store's schema, as an ordered list of migrations, and :func:`migrate`.
 
-The tables mirror the SQLite store's (:mod:`acp_bridge.conversation.schema`, at its version 3):
+The tables mirror the SQLite store's (:mod:`acp_bridge.conversation.schema`, at its version 4;
+our version 2 adds what its version 4 added, the steering states and ``steered_into``):
 conversations, messages with their states, queue positions, replies and usage, and the event
 log, with the same columns, meanings and JSON-as-text encodings, so that one set of record
 decoders reads both. PostgreSQL adds what sharing needs:
@@ -112,7 +113,19 @@ _V1 = Migration(
     ),
 )
 
-MIGRATIONS: Final[tuple[Migration, ...]] = (_V1,)
+_V2 = Migration(
+    2,
+    "steering: the message states steering and steered, and the turn a steered message joined",
+    (
+        "ALTER TABLE messages DROP CONSTRAINT messages_state_check",
+        """ALTER TABLE messages ADD CONSTRAINT messages_state_check CHECK (state IN
+            ('queued', 'running', 'done', 'cancelled', 'superseded', 'failed', 'steering',
+             'steered'))""",
+        "ALTER TABLE messages ADD COLUMN steered_into bigint",
+    ),
+)
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (_V1, _V2)
 LATEST_VERSION: Final = len(MIGRATIONS)
 
 _VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS acp_bridge_schema (

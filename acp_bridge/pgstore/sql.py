@@ -8,7 +8,7 @@ transaction's cursor). See :mod:`.lease` for the fence and :mod:`.notify` for th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 from acp_bridge.conversation.records import dumps
@@ -17,7 +17,7 @@ from acp_bridge.pgstore.connection import Cursor
 from acp_bridge.pgstore.lease import FENCE, Lease, LeaseLostError, fenced, holds, lock_conversation
 from acp_bridge.pgstore.notify import EVENTS_CHANNEL
 
-__all__ = ["begin_fenced", "decode", "insert_event", "queue_position", "touch"]
+__all__ = ["begin_fenced", "decode", "head_behind", "insert_event", "queue_position", "touch"]
 
 _T = TypeVar("_T")
 
@@ -97,3 +97,18 @@ def queue_position(cur: Cursor, conversation_id: str, *, next: bool) -> int:
     row = cur.fetchone()
     assert row is not None
     return int(row["tail"]) + 1
+
+
+def head_behind(cur: Cursor, conversation_id: str, behind: Sequence[int]) -> int:
+    """The position of a message joining the queue's head behind the queued ``behind`` (moved
+    to the head first, in that order), as the SQLite store decides it. The caller holds the
+    conversation's row lock (and, for an owner write, has checked its fence)."""
+    lowest = queue_position(cur, conversation_id, next=True) + 1  # the head's, or past the tail
+    first = lowest - len(behind) - 1
+    for offset, seq in enumerate(behind):
+        cur.execute(
+            "UPDATE messages SET position = %s WHERE conversation_id = %s AND seq = %s"
+            " AND state = 'queued'",
+            (first + offset, conversation_id, seq),
+        )
+    return first + len(behind)

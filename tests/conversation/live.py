@@ -2,7 +2,8 @@
 
 :func:`session` opens the store's one conversation (creating it the first time) on a fresh
 supervised agent, so opening it again is a restart of the bridge: new agent process, the
-session restored with ``session/load``, the store read back.
+session restored with ``session/load``, the store read back. The store is a SQLite file, or a
+PostgreSQL database (``store_url``, the ``store_url`` fixture of conftest.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.records import StoredMessage
 from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.process.launcher import ShutdownTimeouts
 from acp_bridge.process.policy import RestartPolicy
@@ -65,9 +67,16 @@ class Events(list[dict[str, Any]]):
 
 @asynccontextmanager
 async def session(
-    tmp_path: Path, spec: AgentSpec
-) -> AsyncIterator[tuple[Conversation, QueueStore, Events]]:
-    store = QueueStore.open(tmp_path / "store.db")
+    tmp_path: Path, spec: AgentSpec, store_url: str | None = None
+) -> AsyncIterator[tuple[Conversation, Store, Events]]:
+    """``store_url``: a PostgreSQL store instead of the SQLite file in ``tmp_path``."""
+    store: Store
+    if store_url is None:
+        store = QueueStore.open(tmp_path / "store.db")
+    else:
+        from acp_bridge.pgstore.store import PgStore
+
+        store = PgStore.open(store_url)
     record = store.latest_conversation() or store.create_conversation(
         agent={"argv": list(spec.argv)}, cwd=str(tmp_path), now=1.0
     )
@@ -97,7 +106,7 @@ async def drained(conv: Conversation) -> None:
         assert await conv.wait_idle() == "drained"
 
 
-def stored(store: QueueStore) -> list[StoredMessage]:
+def stored(store: Store) -> list[StoredMessage]:
     record = store.latest_conversation()
     assert record is not None
     return store.messages(record.id)

@@ -1,4 +1,8 @@
-"""The durable queue store: durability, FIFO order, exactly-once outcomes, migrations, threads."""
+"""The durable queue store: durability, FIFO order, exactly-once outcomes, migrations, threads.
+
+A test that takes ``store`` runs on both backends (SQLite, and PostgreSQL on a real server:
+``any_store`` in conftest.py); the tests about SQLite's file, WAL and migrations open it
+themselves."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.records import StoredMessage
 from acp_bridge.conversation.schema import LATEST_VERSION, MIGRATIONS, Migration, migrate
 from acp_bridge.conversation.store import QueueStore
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.errors import (
     AlreadyRunningError,
     QueueStoreError,
@@ -36,12 +41,30 @@ FINAL = [MessageState.DONE, MessageState.CANCELLED, MessageState.SUPERSEDED, Mes
 FAILURE = {"code": "agent_exited", "message": "the agent exited", "details": {}}
 
 
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """The store suite's store: SQLite, then PostgreSQL."""
+    return any_store
+
+
 def raw(path: Path) -> closing[sqlite3.Connection]:
     """A plain connection, as another program (or an older acp-bridge) would open the file."""
     return closing(sqlite3.connect(path, isolation_level=None))
 
 
-def drain(store: QueueStore, conversation: str = "c") -> list[int]:
+def tamper(store: Store, statement: str) -> None:
+    """Run ``statement`` on the store's tables behind its back, on either backend."""
+    if isinstance(store, QueueStore):
+        with raw(Path(store.path)) as conn:
+            conn.execute(statement)
+        return
+    import psycopg
+
+    with psycopg.connect(store.url, autocommit=True) as conn:  # type: ignore[attr-defined]
+        conn.execute(statement.encode())
+
+
+def drain(store: Store, conversation: str = "c") -> list[int]:
     """Run the queue to empty, one turn at a time, as the conversation layer would."""
     served = []
     while (message := store.next_queued(conversation)) is not None:
@@ -128,7 +151,7 @@ def test_the_store_is_in_wal_mode_and_syncs_as_its_durability_says(tmp_path: Pat
 # -- the queue -------------------------------------------------------------------------------------
 
 
-def test_messages_are_served_in_order_one_turn_each_and_then_nothing(store: QueueStore) -> None:
+def test_messages_are_served_in_order_one_turn_each_and_then_nothing(store: Store) -> None:
     for n in range(5):
         store.add_message("c", text(f"m{n}"), now=2.0 + n)
     assert drain(store) == [1, 2, 3, 4, 5]
@@ -137,7 +160,7 @@ def test_messages_are_served_in_order_one_turn_each_and_then_nothing(store: Queu
     assert store.next_queued("c") is None
 
 
-def test_a_message_sent_next_goes_ahead_of_every_queued_one(store: QueueStore) -> None:
+def test_a_message_sent_next_goes_ahead_of_every_queued_one(store: Store) -> None:
     for n in range(3):
         store.add_message("c", text(f"m{n}"), now=2.0)
     store.mark_running("c", 1, now=3.0)
@@ -150,7 +173,7 @@ def test_a_message_sent_next_goes_ahead_of_every_queued_one(store: QueueStore) -
 
 
 def test_the_queue_state_is_the_history_then_the_queue_with_only_queued_content(
-    store: QueueStore,
+    store: Store,
 ) -> None:
     """What opening a conversation reads: every message as the machine sees it (history by
     seq, then the queue by position) and the queued prompts; no reply, no finished content."""
@@ -173,20 +196,20 @@ def test_the_queue_state_is_the_history_then_the_queue_with_only_queued_content(
     assert prompts == {3: text("c"), 4: text("d")}
 
 
-def test_a_second_next_message_goes_ahead_of_the_first(store: QueueStore) -> None:
+def test_a_second_next_message_goes_ahead_of_the_first(store: Store) -> None:
     store.add_message("c", text("a"), now=2.0)
     store.add_message("c", text("b"), next=True, now=3.0)
     store.add_message("c", text("c"), next=True, now=4.0)
     assert drain(store) == [3, 2, 1]
 
 
-def test_next_on_an_empty_queue_is_just_the_end_of_the_queue(store: QueueStore) -> None:
+def test_next_on_an_empty_queue_is_just_the_end_of_the_queue(store: Store) -> None:
     assert store.add_message("c", text("a"), next=True, now=2.0).seq == 1
     store.add_message("c", text("b"), now=3.0)
     assert drain(store) == [1, 2]
 
 
-def test_finish_is_exactly_once(store: QueueStore) -> None:
+def test_finish_is_exactly_once(store: Store) -> None:
     store.add_message("c", text("a"), now=2.0)
     assert store.mark_running("c", 1, now=3.0)
     assert store.finish("c", 1, "done", stop_reason="end_turn", now=4.0)
@@ -197,7 +220,7 @@ def test_finish_is_exactly_once(store: QueueStore) -> None:
     assert first is not None and first.stop_reason == "end_turn" and first.finished_at == 4.0
 
 
-def test_finish_with_the_turn_is_exactly_once_and_counts_usage_once(store: QueueStore) -> None:
+def test_finish_with_the_turn_is_exactly_once_and_counts_usage_once(store: Store) -> None:
     """The statement production runs (with the turn's reply and usage) keeps the guard too."""
     from acp_bridge.conversation.records import FinishedTurn
     from acp_bridge.conversation.usage import CostMeter, UsageTotals
@@ -217,7 +240,7 @@ def test_finish_with_the_turn_is_exactly_once_and_counts_usage_once(store: Queue
 
 
 def test_a_queued_message_can_be_cancelled_before_it_runs_and_then_never_runs(
-    store: QueueStore,
+    store: Store,
 ) -> None:
     store.add_message("c", text("a"), now=2.0)
     store.add_message("c", text("b"), now=2.0)
@@ -229,7 +252,7 @@ def test_a_queued_message_can_be_cancelled_before_it_runs_and_then_never_runs(
     assert message is not None and message.attempts == 0 and message.started_at is None
 
 
-def test_mark_running_counts_attempts_and_only_starts_a_queued_message(store: QueueStore) -> None:
+def test_mark_running_counts_attempts_and_only_starts_a_queued_message(store: Store) -> None:
     store.add_message("c", text("a"), now=2.0)
     assert store.mark_running("c", 1, now=3.0)
     assert store.mark_running("c", 1, now=4.0) is False
@@ -238,7 +261,7 @@ def test_mark_running_counts_attempts_and_only_starts_a_queued_message(store: Qu
     assert (message.state, message.attempts, message.started_at) == ("running", 1, 3.0)
 
 
-def test_only_one_message_of_a_conversation_runs_at_a_time(store: QueueStore) -> None:
+def test_only_one_message_of_a_conversation_runs_at_a_time(store: Store) -> None:
     store.add_message("c", text("a"), now=2.0)
     store.add_message("c", text("b"), now=2.0)
     store.mark_running("c", 1, now=3.0)
@@ -248,7 +271,7 @@ def test_only_one_message_of_a_conversation_runs_at_a_time(store: QueueStore) ->
     assert store.get_message("c", 2) == store.next_queued("c")
 
 
-def test_conversations_have_separate_queues(store: QueueStore) -> None:
+def test_conversations_have_separate_queues(store: Store) -> None:
     store.create_conversation("d", agent=AGENT, cwd="/work", now=1.0)
     store.add_message("c", text("c1"), now=2.0)
     store.add_message("d", text("d1"), now=2.0)
@@ -257,7 +280,7 @@ def test_conversations_have_separate_queues(store: QueueStore) -> None:
     assert [m.seq for m in store.messages("d")] == [1]
 
 
-def test_recover_after_crash_fails_the_cut_turn_recoverably_once(store: QueueStore) -> None:
+def test_recover_after_crash_fails_the_cut_turn_recoverably_once(store: Store) -> None:
     for n in range(3):
         store.add_message("c", text(f"m{n}"), now=2.0)
     store.mark_running("c", 1, now=3.0)
@@ -276,7 +299,7 @@ def test_recover_after_crash_fails_the_cut_turn_recoverably_once(store: QueueSto
 
 
 def test_requeue_is_an_explicit_retry_from_cancelled_superseded_or_failed(
-    store: QueueStore,
+    store: Store,
 ) -> None:
     for n in range(5):
         store.add_message("c", text(f"m{n}"), now=2.0)
@@ -295,7 +318,7 @@ def test_requeue_is_an_explicit_retry_from_cancelled_superseded_or_failed(
     assert [m.attempts for m in store.messages("c")] == [2, 2, 2, 1, 1]
 
 
-def test_requeue_refuses_a_done_queued_or_running_message(store: QueueStore) -> None:
+def test_requeue_refuses_a_done_queued_or_running_message(store: Store) -> None:
     for n in range(3):
         store.add_message("c", text(f"m{n}"), now=2.0)
     store.mark_running("c", 1, now=3.0)
@@ -306,7 +329,7 @@ def test_requeue_refuses_a_done_queued_or_running_message(store: QueueStore) -> 
     assert store.messages("c") == before
 
 
-def test_unknown_conversations_and_messages_raise(store: QueueStore) -> None:
+def test_unknown_conversations_and_messages_raise(store: Store) -> None:
     assert store.get_conversation("nope") is None
     assert store.get_message("c", 7) is None
     with pytest.raises(UnknownConversationError, match="no conversation 'nope'"):
@@ -327,7 +350,7 @@ def test_unknown_conversations_and_messages_raise(store: QueueStore) -> None:
         store.create_conversation("c", agent=AGENT, cwd="/work", now=2.0)
 
 
-def test_bad_states_and_missing_outcomes_are_value_errors(store: QueueStore) -> None:
+def test_bad_states_and_missing_outcomes_are_value_errors(store: Store) -> None:
     store.add_message("c", text("a"), now=2.0)
     with pytest.raises(ValueError, match="not a valid"):
         store.finish("c", 1, "finished", now=3.0)
@@ -346,7 +369,7 @@ def test_bad_states_and_missing_outcomes_are_value_errors(store: QueueStore) -> 
     assert [m.seq for m in store.messages("c")] == [1]
 
 
-def test_messages_can_be_filtered_by_state(store: QueueStore) -> None:
+def test_messages_can_be_filtered_by_state(store: Store) -> None:
     for n in range(4):
         store.add_message("c", text(f"m{n}"), now=2.0)
     store.finish("c", 2, "cancelled", now=3.0)
@@ -383,7 +406,7 @@ def test_the_next_queued_message_is_an_index_lookup_not_a_scan_of_history() -> N
 # -- conversations and events ----------------------------------------------------------------------
 
 
-def test_update_conversation_changes_only_the_fields_given(store: QueueStore) -> None:
+def test_update_conversation_changes_only_the_fields_given(store: Store) -> None:
     before = store.get_conversation("c")
     after = store.update_conversation("c", session_id="sess-2", paused=True, now=5.0)
     assert before is not None
@@ -397,7 +420,7 @@ def test_update_conversation_changes_only_the_fields_given(store: QueueStore) ->
 
 
 def test_a_new_send_can_unpause_the_conversation_in_the_same_transaction(
-    store: QueueStore,
+    store: Store,
 ) -> None:
     store.update_conversation("c", paused=True, now=2.0)
     store.add_message("c", text("a"), now=3.0)
@@ -428,7 +451,7 @@ def test_the_latest_conversation_is_the_most_recently_updated(path: Path) -> Non
         assert latest is not None and latest.id == generated.id
 
 
-def test_events_come_back_in_order_and_page_by_id(store: QueueStore) -> None:
+def test_events_come_back_in_order_and_page_by_id(store: Store) -> None:
     store.add_message("c", text("a"), now=2.0)
     ids = [
         store.add_event("c", "turn_started", {"seq": 1}, seq=1, now=3.0),
@@ -460,7 +483,7 @@ def test_a_store_used_after_close_says_so(path: Path) -> None:
 # -- threads and processes -------------------------------------------------------------------------
 
 
-def test_adds_from_many_threads_keep_seqs_unique_dense_and_in_order(store: QueueStore) -> None:
+def test_adds_from_many_threads_keep_seqs_unique_dense_and_in_order(store: Store) -> None:
     threads, per_thread = 8, 200
     start = threading.Barrier(threads)
     seqs: dict[int, list[int]] = {}
@@ -488,7 +511,7 @@ def test_two_stores_on_one_file_take_turns_writing(path: Path) -> None:
         first.create_conversation("c", agent=AGENT, cwd="/work", now=1.0)
         start = threading.Barrier(4)
 
-        def send(store: QueueStore) -> None:
+        def send(store: Store) -> None:
             start.wait()
             for n in range(50):
                 store.add_message("c", text(str(n)), now=2.0)
@@ -623,10 +646,9 @@ def test_a_store_in_a_missing_directory_cannot_be_opened(tmp_path: Path) -> None
     assert str(missing) in str(caught.value)
 
 
-def test_a_corrupt_record_is_reported_not_returned(store: QueueStore) -> None:
+def test_a_corrupt_record_is_reported_not_returned(store: Store) -> None:
     store.add_message("c", text("a"), now=2.0)
-    with raw(Path(store.path)) as conn:
-        conn.execute("UPDATE messages SET content = '{not json' WHERE seq = 1")
+    tamper(store, "UPDATE messages SET content = '{not json' WHERE seq = 1")
     with pytest.raises(QueueStoreError, match="corrupt record"):
         store.next_queued("c")
 
@@ -713,7 +735,7 @@ def test_any_interleaving_keeps_the_queue_invariants(
                 assert head.position == min(r.position for r in records if r.state == "queued")
 
 
-def test_a_state_change_and_its_event_are_one_commit(store: QueueStore) -> None:
+def test_a_state_change_and_its_event_are_one_commit(store: Store) -> None:
     store.add_message("c", text("hi"), now=2.0)
     assert store.mark_running("c", 1, now=3.0, event=("turn_started", {"seq": 1}))
     assert store.finish("c", 1, "done", stop_reason="end_turn", now=4.0, event=("turn_ended", {}))

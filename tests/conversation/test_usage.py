@@ -1,6 +1,7 @@
 """Usage accounting against real fixture agents: tokens from prompt responses, cost by growth of
 the session's cumulative cost, context as the latest snapshot; nothing counted twice across a
-cancel, an agent restart, a restart of the bridge and a session/load replay."""
+cancel, an agent restart, a restart of the bridge and a session/load replay; on both stores
+(SQLite, PostgreSQL: the ``store_url`` fixture)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ ANSWER = {"inputTokens": 10, "outputTokens": 20, "totalTokens": 30}
 
 
 async def test_each_message_and_the_conversation_add_up_what_the_agent_reported(
-    tmp_path: Path,
+    tmp_path: Path, store_url: str | None
 ) -> None:
-    async with session(tmp_path, agent(tmp_path)) as (conv, store, events):
+    async with session(tmp_path, agent(tmp_path), store_url) as (conv, store, events):
         await conv.send("usage 100 1000 0.5; tokens 10 20; echo one")
         await conv.send("usage 150 1000 0.75; tokens 5 5 2; echo two")
         await drained(conv)
@@ -41,9 +42,13 @@ async def test_each_message_and_the_conversation_add_up_what_the_agent_reported(
 
 
 async def test_a_cancelled_turn_counts_its_answer_once_and_a_repeated_snapshot_adds_nothing(
-    tmp_path: Path,
+    tmp_path: Path, store_url: str | None
 ) -> None:
-    async with session(tmp_path, agent(tmp_path, "slow_agent.py")) as (conv, store, events):
+    async with session(tmp_path, agent(tmp_path, "slow_agent.py"), store_url) as (
+        conv,
+        store,
+        events,
+    ):
         await conv.send("tokens 7 3; usage 50 1000 0.1; wait")
         await events.wait_for("update")
         await conv.stop()
@@ -64,9 +69,9 @@ async def test_a_cancelled_turn_counts_its_answer_once_and_a_repeated_snapshot_a
 
 
 async def test_an_agent_restart_with_a_replayed_usage_snapshot_counts_nothing_twice(
-    tmp_path: Path,
+    tmp_path: Path, store_url: str | None
 ) -> None:
-    async with session(tmp_path, agent(tmp_path)) as (conv, store, events):
+    async with session(tmp_path, agent(tmp_path), store_url) as (conv, store, events):
         await conv.send("usage 100 1000 0.5; tokens 10 20; echo spent; crash 3")
         await conv.send("usage 130 1000 0.7; tokens 1 1; echo ok")
         await drained(conv)
@@ -81,13 +86,13 @@ async def test_an_agent_restart_with_a_replayed_usage_snapshot_counts_nothing_tw
 
 
 async def test_a_restarted_bridge_continues_the_totals_and_the_load_replay_adds_nothing(
-    tmp_path: Path,
+    tmp_path: Path, store_url: str | None
 ) -> None:
     spec = agent(tmp_path)
-    async with session(tmp_path, spec) as (conv, _store, _events):
+    async with session(tmp_path, spec, store_url) as (conv, _store, _events):
         await conv.send("usage 100 1000 0.5; tokens 10 20; echo first")
         await drained(conv)
-    async with session(tmp_path, spec) as (conv, store, events):
+    async with session(tmp_path, spec, store_url) as (conv, store, events):
         await events.wait_for("session")
         assert [e["how"] for e in events.of("session")] == ["load"]
         assert conv.usage.cost == {"USD": 0.5}  # read back, the replayed snapshot not added

@@ -212,11 +212,15 @@ def test_a_store_written_by_the_previous_schema_is_read_as_it_is_and_upgraded_by
 
 
 def test_the_default_store_is_the_one_run_uses(tmp_path: Path, monkeypatch: Any) -> None:
-    from acp_bridge.cli import conversation_setup, conversations_cmd
+    import argparse
+
+    from acp_bridge.cli import conversations_cmd, store_open
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    assert conversations_cmd.default_store_path() == conversation_setup.default_store_path()
-    assert conversations_cmd.default_store_path() == tmp_path / "acp-bridge" / "store.db"
+    monkeypatch.delenv("ACP_BRIDGE_STORE", raising=False)
+    # Both find the store through cli/store_open.py (run: claim_conversation's store_spec).
+    listed = conversations_cmd._store_path(argparse.Namespace(store=None))
+    assert listed == Path(store_open.store_spec(None)) == tmp_path / "acp-bridge" / "store.db"
 
 
 def test_a_bridge_killed_mid_turn_loses_no_cost_and_counts_nothing_twice(tmp_path: Path) -> None:

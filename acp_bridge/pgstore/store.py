@@ -1,0 +1,535 @@
+"""The PostgreSQL store behind the conversation layer's one interface
+(:class:`~acp_bridge.conversation.store_api.Store`): the SQLite store's signatures, with the
+lease bound in.
+
+:class:`PgStore` holds two sessions of one host (one ``owner_tag``): the **lease session**,
+which holds the advisory locks of the conversations this host owns (and heartbeats them, see
+:meth:`PgStore.keeper`), and the **data session**, on which every read and write runs, one
+transaction at a time (a batch is one transaction). Keeping them apart lets a lease be taken
+inside a batch, and keeps a slow query from delaying a heartbeat.
+
+Ownership. Creating a conversation, adding a message (any host may queue into any
+conversation; the owner is woken by LISTEN/NOTIFY) and every read need no lease. Every other
+write is an owner write: it carries the fence of this host's lease of the conversation. The
+lease is taken on the first owner write to a conversation (or by :meth:`PgStore.own` first),
+so a caller written for SQLite needs no change; when another live host owns the conversation,
+:class:`ConversationOwnedError` is raised and nothing is written. A lease that was lost (taken
+over after this host looked dead, reported by the keeper or by a fenced write) stays lost: its
+conversation's owner writes raise :class:`~.lease.LeaseLostError` until :meth:`PgStore.own`
+is asked again, so an old owner never silently becomes the owner again in the middle of a
+turn. :meth:`PgStore.disown` releases a lease (a conversation closed by its host);
+:meth:`PgStore.close` releases them all, by ending the lease session.
+
+Group commits. :meth:`PgStore.batch` makes every call of the thread one transaction (one round
+trip to commit). :meth:`PgStore.commit_now_if_free` always declines: a commit across a
+connection waits for the server, so it never runs on an event loop's thread; the caller takes
+the slow way (a batch in a worker thread), as with a SQLite store that fsyncs every commit.
+
+Catalog order. "Most recently updated first, ties: the one created last" uses the
+conversations' ``lock_key`` (an identity: creation order) for the ties, as SQLite uses its
+rowid.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Self, Unpack
+
+from acp_bridge.conversation.queue_states import MessageRecord, MessageState
+from acp_bridge.conversation.records import (
+    ConversationRecord,
+    ConversationSummary,
+    EventRecord,
+    FinishedTurn,
+    StoredMessage,
+    conversation_from_row,
+    dumps,
+)
+from acp_bridge.conversation.store_api import ConversationOwnedError
+from acp_bridge.conversation.store_catalog import ConversationChanges, LogEntry
+from acp_bridge.errors import UnknownConversationError
+from acp_bridge.pgstore.connection import PgConnection
+from acp_bridge.pgstore.conversations import PgConversations
+from acp_bridge.pgstore.keeper import LeaseKeeper
+from acp_bridge.pgstore.lease import Lease, LeaseLostError, acquire, lock_holder, release
+from acp_bridge.pgstore.queue import PgQueue
+from acp_bridge.pgstore.schema import migrate
+from acp_bridge.pgstore.sql import begin_fenced, decode
+
+__all__ = ["ConversationOwnedError", "PgStore", "host_tag"]
+
+
+def host_tag() -> str:
+    """A tag for this process, unique among hosts: host name, pid and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class PgStore:
+    """A PostgreSQL store seen through the SQLite store's interface (see the module's text)."""
+
+    def __init__(self, data: PgConnection, leases: PgConnection) -> None:
+        """Use :meth:`open`. ``data`` and ``leases`` are two sessions of one host (one
+        owner tag)."""
+        self._data = data
+        self._lease_conn = leases
+        self._queue = PgQueue(data)
+        self._conversations = PgConversations(data)
+        self._name = data.name
+        self._held: dict[str, Lease] = {}
+        self._lost: dict[str, Lease] = {}
+        self._leases_lock = threading.Lock()
+        self._lost_listeners: list[Callable[[Lease], None]] = []
+        self._keeper = LeaseKeeper(leases, self.lost)
+
+    @classmethod
+    def open(
+        cls, url: str, *, owner_tag: str | None = None, migrate_schema: bool = True
+    ) -> PgStore:
+        """Connect to ``url`` (two sessions) and, unless told not to, bring its schema up to
+        date (at the current version that changes nothing and needs no DDL privilege).
+
+        ``owner_tag`` names this host in the lease table and in ``application_name``: one per
+        process, unique among hosts (:func:`host_tag` by default).
+
+        Raises:
+            QueueStoreError: the server cannot be reached, or refused us, or the schema is
+                newer than this acp-bridge (the message names the URL without its password).
+        """
+        tag = host_tag() if owner_tag is None else owner_tag
+        data = PgConnection.open(url, owner_tag=tag)
+        try:
+            if migrate_schema:
+                migrate(data)
+            leases = PgConnection.open(url, owner_tag=tag)
+        except BaseException:
+            data.close()
+            raise
+        return cls(data, leases)
+
+    # -- the connection --------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The store's URL, without its password."""
+        return self._name
+
+    @property
+    def is_shared(self) -> bool:
+        return True
+
+    @property
+    def url(self) -> str:
+        """The URL to open another session with (it may hold a password: never show it)."""
+        return self._data.url
+
+    @property
+    def owner_tag(self) -> str:
+        return self._data.owner_tag
+
+    def close(self) -> None:
+        """Close both sessions: the server releases every lease this store held. Idempotent."""
+        with self._leases_lock:
+            self._held.clear()
+        self._lease_conn.close()
+        self._data.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._name} [{self.owner_tag}]>"
+
+    @contextmanager
+    def batch(self, what: str = "commit a batch of changes") -> Iterator[None]:
+        """Every call of this thread inside the block is one transaction, one commit, all or
+        nothing."""
+        with self._data.batch(what):
+            yield
+
+    def commit_now_if_free(self, work: Callable[[], bool]) -> bool:
+        """Always False: a commit across a connection waits (see the module's text)."""
+        return False
+
+    # -- ownership -------------------------------------------------------------------------------
+
+    def own(self, conversation_id: str) -> Lease:
+        """Take (or keep) this host's lease of the conversation, taking over from an owner
+        whose heartbeat is stale; forgets an earlier loss.
+
+        Raises:
+            ConversationOwnedError: another live host owns it.
+            UnknownConversationError: no such conversation.
+        """
+        with self._leases_lock:
+            held = self._held.get(conversation_id)
+            if held is not None:
+                return held
+            lease = acquire(self._lease_conn, conversation_id)
+            if lease is None:
+                raise ConversationOwnedError(self._name, conversation_id)
+            self._lost.pop(conversation_id, None)
+            self._held[conversation_id] = lease
+            self._keeper.hold(lease)
+            return lease
+
+    def disown(self, conversation_id: str) -> None:
+        """Release this host's lease of the conversation, if it holds one (quietly if lost)."""
+        with self._leases_lock:
+            lease = self._held.pop(conversation_id, None)
+            self._lost.pop(conversation_id, None)
+            self._keeper.forget(conversation_id)
+        if lease is not None:
+            release(self._lease_conn, lease)
+
+    def owns(self, conversation_id: str) -> bool:
+        """True while this host holds the conversation's lease (as far as it knows)."""
+        with self._leases_lock:
+            return conversation_id in self._held
+
+    def lost(self, lease: Lease) -> None:
+        """The lease was lost (the keeper or a fenced write found out): the conversation's
+        owner writes raise LeaseLostError from now on, until :meth:`own` is asked again."""
+        with self._leases_lock:
+            if self._held.get(lease.conversation_id) != lease:
+                return
+            del self._held[lease.conversation_id]
+            self._lost[lease.conversation_id] = lease
+            self._keeper.forget(lease.conversation_id)
+            listeners = list(self._lost_listeners)
+        for listener in listeners:
+            listener(lease)
+
+    def on_lost(self, listener: Callable[[Lease], None]) -> None:
+        """Call ``listener`` with each lease this store loses (from the thread that found out:
+        the keeper's event loop, or a worker thread whose write was fenced)."""
+        with self._leases_lock:
+            self._lost_listeners.append(listener)
+
+    @property
+    def keeper(self) -> LeaseKeeper:
+        """The heartbeat of this store's leases: run it (``await tg.start(keeper.run)``) for as
+        long as the host owns conversations. A lease it finds lost is :meth:`lost`."""
+        return self._keeper
+
+    def is_owned(self, conversation_id: str) -> bool:
+        """True while some live session (of any host, this one included) holds the
+        conversation's lease."""
+        return lock_holder(self._data, conversation_id) is not None
+
+    @property
+    def leases(self) -> list[Lease]:
+        with self._leases_lock:
+            return list(self._held.values())
+
+    def _lease(self, conversation_id: str) -> Lease:
+        with self._leases_lock:
+            lost = self._lost.get(conversation_id)
+            held = self._held.get(conversation_id)
+        if lost is not None:
+            raise LeaseLostError(self._name, lost)
+        return held if held is not None else self.own(conversation_id)
+
+    @contextmanager
+    def _fenced(self, conversation_id: str) -> Iterator[Lease]:
+        """The lease for one owner write; a LeaseLostError from the write marks it lost."""
+        lease = self._lease(conversation_id)
+        try:
+            yield lease
+        except LeaseLostError:
+            self.lost(lease)
+            raise
+
+    # -- conversations and event logs ------------------------------------------------------------
+
+    def create_conversation(
+        self,
+        conversation_id: str | None = None,
+        *,
+        agent: Mapping[str, Any],
+        cwd: str,
+        mcp_servers: Sequence[Any] = (),
+        additional_directories: Sequence[Any] = (),
+        config: Mapping[str, Any] | None = None,
+        title: str | None = None,
+        now: float,
+    ) -> ConversationRecord:
+        return self._conversations.create_conversation(
+            conversation_id,
+            agent=agent,
+            cwd=cwd,
+            mcp_servers=mcp_servers,
+            additional_directories=additional_directories,
+            config=config,
+            title=title,
+            now=now,
+        )
+
+    def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
+        return self._conversations.get_conversation(conversation_id)
+
+    def latest_conversation(self) -> ConversationRecord | None:
+        found = self._list("LIMIT 1")
+        return found[0] if found else None
+
+    def latest_resumable(
+        self, cwd: str | None, argv: Sequence[str] | None = None
+    ) -> ConversationRecord | None:
+        with self._data.transaction("find a conversation to resume") as cur:
+            cur.execute(
+                "SELECT * FROM conversations WHERE (%(cwd)s::text IS NULL OR cwd = %(cwd)s)"
+                " AND session_id IS NOT NULL ORDER BY updated_at DESC, lock_key DESC",
+                {"cwd": cwd},
+            )
+            for row in cur:
+                record = decode(self._name, conversation_from_row, row)
+                if argv is None or list(record.agent.get("argv") or []) == list(argv):
+                    return record
+            return None
+
+    def list_conversations(self) -> list[ConversationRecord]:
+        return self._list("")
+
+    def conversation_summaries(self) -> list[ConversationSummary]:
+        with self._data.transaction("list conversations") as cur:
+            cur.execute(
+                "SELECT conversation_id, state, COUNT(*) AS n FROM messages"
+                " GROUP BY conversation_id, state"
+            )
+            counts: dict[str, dict[str, int]] = {}
+            for row in cur.fetchall():
+                counts.setdefault(row["conversation_id"], {})[row["state"]] = int(row["n"])
+            cur.execute("SELECT * FROM conversations ORDER BY updated_at DESC, lock_key DESC")
+            records = [decode(self._name, conversation_from_row, row) for row in cur.fetchall()]
+        return [ConversationSummary(record, counts.get(record.id, {})) for record in records]
+
+    def find_conversations(self, prefix: str) -> list[str]:
+        with self._data.transaction("find a conversation") as cur:
+            cur.execute("SELECT id FROM conversations WHERE id = %s", (prefix,))
+            if cur.fetchone() is not None:
+                return [prefix]
+            cur.execute(
+                "SELECT id FROM conversations WHERE left(id, %s) = %s ORDER BY id LIMIT 10",
+                (len(prefix), prefix),
+            )
+            return [str(row["id"]) for row in cur.fetchall()]
+
+    def delete_conversation(self, conversation_id: str) -> bool:
+        """Delete a conversation with its messages and events (its owner row with it); False
+        when there was none. Takes the lease first, so a conversation a live host owns is
+        refused (ConversationOwnedError), never deleted under it."""
+        try:
+            lease = self._lease(conversation_id)
+        except UnknownConversationError:
+            return False
+        try:
+            with self._data.transaction(f"delete conversation {conversation_id!r}") as cur:
+                begin_fenced(cur, self._name, lease)
+                cur.execute("DELETE FROM conversations WHERE id = %s", (conversation_id,))
+                return cur.rowcount > 0
+        finally:
+            self.disown(conversation_id)
+
+    def update_conversation(
+        self, conversation_id: str, *, now: float, **changes: Unpack[ConversationChanges]
+    ) -> ConversationRecord:
+        with self._fenced(conversation_id) as lease:
+            return self._conversations.update_conversation(lease, now=now, **changes)
+
+    def add_event(
+        self, conversation_id: str, kind: str, data: Any, *, seq: int | None = None, now: float
+    ) -> int:
+        with self._fenced(conversation_id) as lease:
+            return self._conversations.add_event(lease, kind, data, seq=seq, now=now)
+
+    def add_events(self, conversation_id: str, entries: Sequence[LogEntry], *, now: float) -> None:
+        with self._fenced(conversation_id) as lease:
+            self._conversations.add_events(lease, entries, now=now)
+
+    def events(
+        self, conversation_id: str, after_id: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        return self._conversations.events(conversation_id, after_id, limit)
+
+    def last_event_id(self, conversation_id: str) -> int:
+        with self._data.transaction("read the last event") as cur:
+            cur.execute(
+                "SELECT COALESCE(MAX(id), 0) AS last FROM events WHERE conversation_id = %s",
+                (conversation_id,),
+            )
+            row = cur.fetchone()
+            return 0 if row is None else int(row["last"])
+
+    # -- the queue -------------------------------------------------------------------------------
+
+    def next_queued(self, conversation_id: str) -> StoredMessage | None:
+        return self._queue.next_queued(conversation_id)
+
+    def queued(self, conversation_id: str) -> list[StoredMessage]:
+        return self._queue.queued(conversation_id)
+
+    def messages(
+        self, conversation_id: str, states: Iterable[MessageState | str] | None = None
+    ) -> list[StoredMessage]:
+        return self._queue.messages(conversation_id, states)
+
+    def queue_state(self, conversation_id: str) -> tuple[list[MessageRecord], dict[int, list[Any]]]:
+        return self._queue.queue_state(conversation_id)
+
+    def get_message(self, conversation_id: str, seq: int) -> StoredMessage | None:
+        return self._queue.get_message(conversation_id, seq)
+
+    def add_message(
+        self,
+        conversation_id: str,
+        content: Sequence[Any],
+        *,
+        next: bool = False,
+        unpause: bool = False,
+        steering: bool = False,
+        behind: Sequence[int] = (),
+        now: float,
+    ) -> StoredMessage:
+        """Queue a message (no lease needed: any host may), committed on return; the owner
+        is woken by a notification sent in the same transaction."""
+        return self._queue.add_message(
+            conversation_id,
+            content,
+            next=next,
+            unpause=unpause,
+            steering=steering,
+            behind=behind,
+            now=now,
+        )
+
+    def mark_running(
+        self,
+        conversation_id: str,
+        seq: int,
+        *,
+        now: float,
+        event: tuple[str, Any] | None = None,
+    ) -> bool:
+        with self._fenced(conversation_id) as lease:
+            return self._queue.mark_running(lease, seq, now=now, event=event)
+
+    def finish(
+        self,
+        conversation_id: str,
+        seq: int,
+        state: MessageState | str,
+        *,
+        stop_reason: str | None = None,
+        error: Mapping[str, Any] | None = None,
+        recoverable: bool | None = None,
+        now: float,
+        log: Sequence[LogEntry] = (),
+        event: tuple[str, Any] | None = None,
+        turn: FinishedTurn | None = None,
+        steered_into: int | None = None,
+    ) -> bool:
+        MessageState(state)  # a bad state is a ValueError before any lease is taken
+        with self._fenced(conversation_id) as lease:
+            return self._queue.finish(
+                lease,
+                seq,
+                state,
+                stop_reason=stop_reason,
+                error=error,
+                recoverable=recoverable,
+                now=now,
+                log=log,
+                event=event,
+                turn=turn,
+                steered_into=steered_into,
+            )
+
+    def requeue(
+        self, conversation_id: str, seq: int, *, next: bool, now: float, unpause: bool = False
+    ) -> bool:
+        with self._fenced(conversation_id) as lease:
+            return self._queue.requeue(lease, seq, next=next, now=now, unpause=unpause)
+
+    def steer_refused(
+        self,
+        conversation_id: str,
+        seq: int,
+        *,
+        behind: Sequence[int] = (),
+        now: float,
+        event: tuple[str, Any] | None = None,
+    ) -> bool:
+        with self._fenced(conversation_id) as lease:
+            return self._queue.steer_refused(lease, seq, behind=behind, now=now, event=event)
+
+    def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]:
+        with self._fenced(conversation_id) as lease:
+            return self._queue.recover_after_crash(lease, now=now)
+
+    # -- copying -------------------------------------------------------------------------------
+
+    def import_conversation(
+        self,
+        record: ConversationRecord,
+        messages: Sequence[StoredMessage],
+        events: Sequence[EventRecord],
+    ) -> bool:
+        """Store a conversation copied from another store as it was, in one transaction
+        (no lease: nobody can own a conversation that is not here yet); False when one with
+        its id is here already."""
+        usage = dumps({**record.usage.to_json(), "meter": record.cost_meter.to_json()})
+        with self._data.transaction(f"copy conversation {record.id!r}") as cur:
+            cur.execute(
+                "INSERT INTO conversations (id, created_at, updated_at, agent, cwd, session_id,"
+                " mcp_servers, additional_directories, config, paused, title, usage)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (id) DO NOTHING",
+                (
+                    record.id, record.created_at, record.updated_at, dumps(record.agent),
+                    record.cwd, record.session_id, dumps(record.mcp_servers),
+                    dumps(record.additional_directories), dumps(record.config), record.paused,
+                    record.title, usage,
+                ),
+            )  # fmt: skip
+            if cur.rowcount == 0:
+                return False
+            cur.executemany(
+                "INSERT INTO messages (conversation_id, seq, position, content, state,"
+                " stop_reason, error, recoverable, attempts, created_at, started_at,"
+                " finished_at, reply, reply_truncated, usage, steered_into)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        record.id, m.seq, m.position, dumps(m.content), m.state.value,
+                        m.stop_reason, None if m.error is None else dumps(m.error),
+                        m.recoverable, m.attempts, m.created_at, m.started_at, m.finished_at,
+                        m.reply, m.reply_truncated, dumps(m.usage.to_json()), m.steered_into,
+                    )
+                    for m in messages
+                ],
+            )  # fmt: skip
+            cur.executemany(
+                "INSERT INTO events (conversation_id, ts, seq, kind, data)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                [(record.id, e.ts, e.seq, e.kind, dumps(e.data)) for e in events],
+            )
+            return True
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _list(self, limit: str) -> list[ConversationRecord]:
+        with self._data.transaction("list conversations") as cur:
+            cur.execute(
+                "SELECT * FROM conversations ORDER BY updated_at DESC, lock_key DESC " + limit
+            )
+            return [decode(self._name, conversation_from_row, row) for row in cur.fetchall()]
