@@ -250,6 +250,7 @@ async def _count(endpoint: Endpoint, conversation: str, chunks: int) -> None:
     async with await open_endpoint_stream(endpoint) as stream:
         data = await _handshake(stream, conversation)
         print("ready", flush=True)
+        cpu = time.process_time()
         counted, tail, first = 0, b"", 0.0
         while True:
             counted += (tail + data).count(CHUNK)
@@ -260,7 +261,8 @@ async def _count(endpoint: Endpoint, conversation: str, chunks: int) -> None:
             tail = (tail + data)[-(len(CHUNK) - 1) :]
             data = await stream.receive()
         last = time.time()
-    print(json.dumps({"first": first, "last": last, "count": counted}), flush=True)
+    cpu = time.process_time() - cpu
+    print(json.dumps({"first": first, "last": last, "count": counted, "cpu": cpu}), flush=True)
 
 
 async def _send_rounds(endpoint: Endpoint, store: Path, conversation: str) -> None:
@@ -337,17 +339,20 @@ async def spawn_counters(endpoint: Endpoint, conversation: str, count: int, chun
 
 async def flood_to(
     served: Served, endpoint: Endpoint, conversation: str, clients: int, chunks: int
-) -> tuple[float, float]:
+) -> tuple[float, float, float, float]:
     """One flood turn to ``clients`` counting processes: (chunks/s to the last of them, ms to
-    the first chunk of the slowest)."""
+    the first chunk of the slowest, the host's CPU seconds for the turn, the clients')."""
     processes, readers = await spawn_counters(endpoint, conversation, clients, chunks)
     try:
+        host = psutil.Process(served.pid)
         async with host_client(served) as client:
+            cpu = sum(host.cpu_times()[:2])
             started = time.time()
             await client.send(conversation, text_content(f"flood {chunks}"))
             with anyio.fail_after(300):
                 results = [json.loads(await reader.receive_line()) for reader in readers]
             await drained(client, conversation)
+            cpu = sum(host.cpu_times()[:2]) - cpu
     finally:
         for process in processes:
             with anyio.move_on_after(10):
@@ -359,7 +364,8 @@ async def flood_to(
         raise RuntimeError(f"a client counted fewer than {chunks} chunks: {results}")
     last = max(r["last"] for r in results)
     first = max(r["first"] for r in results)
-    return chunks / (last - started), (first - started) * 1000
+    clients_cpu = sum(r["cpu"] for r in results)
+    return chunks / (last - started), (first - started) * 1000, cpu, clients_cpu
 
 
 # -- the measurements ----------------------------------------------------------------------------
@@ -374,9 +380,11 @@ async def measure_fanout(plan: Plan, served: Served, workdir: Path, figures: Fig
         )
         rates = {}
         for clients in (1, plan.clients):
-            rate, first_ms = await flood_to(
+            rate, first_ms, cpu, clients_cpu = await flood_to(
                 served, served.endpoint, conversation, clients, plan.chunks
             )
+            figures.add(f"fanout.{clients}.host_cpu_s", cpu)
+            figures.add(f"fanout.{clients}.clients_cpu_s", clients_cpu)
             rates[clients] = rate
             figures.add(f"fanout.{clients}.updates_per_s", rate)
             figures.add(f"fanout.{clients}.first_update_ms", first_ms)
@@ -435,7 +443,7 @@ async def measure_websocket(plan: Plan, workdir: Path, figures: Figures) -> None
             progress(f"  websocket vs unix socket: {plan.chunks:,} chunks, run {run + 1}")
             rates = {}
             for transport, endpoint in (("unix", served.endpoint), ("ws", served.ws_endpoint)):
-                rate, _ = await flood_to(served, endpoint, conversation, 1, plan.chunks)
+                rate, _, _, _ = await flood_to(served, endpoint, conversation, 1, plan.chunks)
                 rates[transport] = rate
                 figures.add(f"transport.{transport}.updates_per_s", rate)
             figures.add("transport.ratio", rates["ws"] / rates["unix"])
@@ -638,6 +646,16 @@ def render(raw: dict[str, Any]) -> str:
             _span(raw, f"fanout.{clients}.updates_per_s", ",.0f"),
         ),
         (f"{clients} clients against one, per run", _span(raw, "fanout.ratio", ".2f") + "x"),
+        (
+            f"host CPU for the turn (user + system): one client / {clients} clients",
+            f"{_med(raw, 'fanout.1.host_cpu_s'):.2f} s / "
+            f"{_med(raw, f'fanout.{clients}.host_cpu_s'):.2f} s",
+        ),
+        (
+            f"the counting clients' CPU for the turn, all of them: one / {clients}",
+            f"{_med(raw, 'fanout.1.clients_cpu_s'):.2f} s / "
+            f"{_med(raw, f'fanout.{clients}.clients_cpu_s'):.2f} s",
+        ),
         (
             f"send to the first chunk: one client / the slowest of {clients}",
             f"{_med(raw, 'fanout.1.first_update_ms'):.1f} ms / "
