@@ -456,12 +456,19 @@ async def measure_idle(plan: Plan, workdir: Path, figures: Figures) -> None:
     async with serve(workdir, "idle", "--agent-idle", idle) as served:
         host = psutil.Process(served.pid)
         figures.add("idle.rss_start_mib", host.memory_info().rss / MIB)
-        async with host_client(served) as client:
-            ids = []
+        ids: list[str] = []
+        async with host_client(served) as client, anyio.create_task_group() as tg:
+            limiter = anyio.CapacityLimiter(4)  # a few agents start at once, as users arrive
+
+            async def one() -> None:
+                async with limiter:
+                    params = {"cwd": str(workdir), "mcpServers": []}
+                    answer = await client.call("session/new", params)
+                    ids.append(str(answer["sessionId"]))
+                    await client.send(ids[-1], text_content("echo hello there"))
+
             for _ in range(count):
-                answer = await client.call("session/new", {"cwd": str(workdir), "mcpServers": []})
-                ids.append(str(answer["sessionId"]))
-                await client.send(ids[-1], text_content("echo hello there"))
+                tg.start_soon(one)
         peak = host.memory_info().rss
         async with host_client(served) as client:
             started = time.monotonic()
@@ -732,7 +739,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=Plan.clients)
     parser.add_argument("--idle-conversations", type=int, default=Plan.idle_conversations)
     parser.add_argument("--write", type=Path, help="rewrite this benchmark's section of the file")
-    parser.add_argument("--json", type=Path, help="write the raw samples to this file")
+    parser.add_argument("--json", type=Path, help="put the raw samples in this JSON file")
     args = parser.parse_args(argv)
     if args.command == "_count":
         endpoint = (
@@ -759,8 +766,10 @@ def main(argv: list[str] | None = None) -> int:
     print(body)
     if args.write:
         write_section(args.write, "bench_host", body, INTRO)
-    if args.json:
-        args.json.write_text(json.dumps(raw, indent=1) + "\n")
+    if args.json:  # this suite's part of the file (``sections.host``), the rest kept
+        whole = json.loads(args.json.read_text()) if args.json.exists() else {}
+        whole.setdefault("sections", {})["host"] = raw
+        args.json.write_text(json.dumps(whole, indent=1, default=str) + "\n")
     return 0
 
 
