@@ -339,9 +339,10 @@ async def spawn_counters(endpoint: Endpoint, conversation: str, count: int, chun
 
 async def flood_to(
     served: Served, endpoint: Endpoint, conversation: str, clients: int, chunks: int
-) -> tuple[float, float, float, float]:
+) -> tuple[float, float, float, float, float]:
     """One flood turn to ``clients`` counting processes: (chunks/s to the last of them, ms to
-    the first chunk of the slowest, the host's CPU seconds for the turn, the clients')."""
+    the first chunk of the slowest, the host's CPU seconds for the turn, the clients', chunks/s
+    to the median client)."""
     processes, readers = await spawn_counters(endpoint, conversation, clients, chunks)
     try:
         host = psutil.Process(served.pid)
@@ -365,7 +366,14 @@ async def flood_to(
     last = max(r["last"] for r in results)
     first = max(r["first"] for r in results)
     clients_cpu = sum(r["cpu"] for r in results)
-    return chunks / (last - started), (first - started) * 1000, cpu, clients_cpu
+    median = statistics.median(r["last"] for r in results)
+    return (
+        chunks / (last - started),
+        (first - started) * 1000,
+        cpu,
+        clients_cpu,
+        chunks / (median - started),
+    )
 
 
 # -- the measurements ----------------------------------------------------------------------------
@@ -379,10 +387,12 @@ async def measure_fanout(plan: Plan, served: Served, workdir: Path, figures: Fig
             f"  fan-out: {plan.chunks:,} chunks to 1 and {plan.clients} clients, run {run + 1}"
         )
         rates = {}
-        for clients in (1, plan.clients):
-            rate, first_ms, cpu, clients_cpu = await flood_to(
+        order = (1, plan.clients) if run % 2 == 0 else (plan.clients, 1)  # ABBA: drift cancels
+        for clients in order:
+            rate, first_ms, cpu, clients_cpu, median_rate = await flood_to(
                 served, served.endpoint, conversation, clients, plan.chunks
             )
+            figures.add(f"fanout.{clients}.median_client_updates_per_s", median_rate)
             figures.add(f"fanout.{clients}.host_cpu_s", cpu)
             figures.add(f"fanout.{clients}.clients_cpu_s", clients_cpu)
             rates[clients] = rate
@@ -443,7 +453,7 @@ async def measure_websocket(plan: Plan, workdir: Path, figures: Figures) -> None
             progress(f"  websocket vs unix socket: {plan.chunks:,} chunks, run {run + 1}")
             rates = {}
             for transport, endpoint in (("unix", served.endpoint), ("ws", served.ws_endpoint)):
-                rate, _, _, _ = await flood_to(served, endpoint, conversation, 1, plan.chunks)
+                rate, *_ = await flood_to(served, endpoint, conversation, 1, plan.chunks)
                 rates[transport] = rate
                 figures.add(f"transport.{transport}.updates_per_s", rate)
             figures.add("transport.ratio", rates["ws"] / rates["unix"])
@@ -653,6 +663,10 @@ def render(raw: dict[str, Any]) -> str:
             _span(raw, f"fanout.{clients}.updates_per_s", ",.0f"),
         ),
         (f"{clients} clients against one, per run", _span(raw, "fanout.ratio", ".2f") + "x"),
+        (
+            f"{clients} clients: chunks/s to the median client (not the last)",
+            _span(raw, f"fanout.{clients}.median_client_updates_per_s", ",.0f"),
+        ),
         (
             f"host CPU for the turn (user + system): one client / {clients} clients",
             f"{_med(raw, 'fanout.1.host_cpu_s'):.2f} s / "

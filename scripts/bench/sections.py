@@ -125,9 +125,10 @@ WS_INTRO = (
 )
 
 
-def section_ws(doc: Path | None, runs: int, lines: int = 100_000) -> Any:
+def section_ws(doc: Path | None, runs: int, lines: int = 50_000) -> Any:
     from scripts.bench import bench_ws
 
+    runs = min(runs, 3)
     load = os.getloadavg()
     results = bench_ws.run_all(lines, runs)
     line_bytes = len(bench_ws._line(0))
