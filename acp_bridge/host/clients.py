@@ -3,8 +3,9 @@
 Everything the host fans out to a client (``session/update``, ``_acp_bridge/event``) is encoded
 once and put in the client's :class:`Outbox` without waiting: the conversation never waits for
 a client. A piece put may hold several whole lines (a batch of the log, joined once and shared
-by the clients that see all of it). One task per client (:meth:`Outbox.pump`) hands the queued lines to the client's
-connection, several at a time, in order with the connection's own answers. A client that falls
+by the clients that see all of it). One task per client (:meth:`Outbox.pump`) hands the queued
+lines to the client's connection, several at a time, in order with the connection's own
+answers. A client that falls
 behind is cut off, for one of two reasons, and never slows the agent or the other clients:
 
 * its outbox would hold more than ``max_bytes`` (default :data:`DEFAULT_OUTBOX_BYTES`, 64 MiB);
