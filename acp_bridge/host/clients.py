@@ -2,8 +2,10 @@
 
 Everything the host fans out to a client (``session/update``, ``_acp_bridge/event``) is encoded
 once and put in the client's :class:`Outbox` without waiting: the conversation never waits for
-a client. One task per client (:meth:`Outbox.pump`) hands the queued lines to the client's
-connection, several at a time, in order with the connection's own answers. A client that falls
+a client. A piece put may hold several whole lines (a batch of the log, joined once and shared
+by the clients that see all of it). One task per client (:meth:`Outbox.pump`) hands the queued
+lines to the client's connection, several at a time, in order with the connection's own
+answers. A client that falls
 behind is cut off, for one of two reasons, and never slows the agent or the other clients:
 
 * its outbox would hold more than ``max_bytes`` (default :data:`DEFAULT_OUTBOX_BYTES`, 64 MiB);
@@ -61,21 +63,23 @@ class ClientLimits:
 
 
 class Outbox:
-    """Encoded lines waiting for one client, bounded in bytes."""
+    """Encoded lines waiting for one client, bounded in bytes; each piece put is one or more
+    whole lines."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lines: deque[bytes] = deque()
         self.queued_bytes = 0
         self.put_count = 0
-        """Lines put so far (a mark for :meth:`wait_handed`)."""
+        """Pieces put so far (a mark for :meth:`wait_handed`)."""
         self.handed_count = 0
-        """Lines handed to the connection so far."""
+        """Pieces handed to the connection so far."""
         self.changed = Condition()
         self.closed = False
 
     def put(self, line: bytes) -> bool:
-        """Queue ``line``; False (nothing queued) when it would pass the bound or is closed."""
+        """Queue ``line`` (one or more whole lines); False (nothing queued) when it would pass
+        the bound or is closed."""
         if self.closed or self.queued_bytes + len(line) > self.max_bytes:
             return False
         self._lines.append(line)
@@ -96,7 +100,7 @@ class Outbox:
             await self.changed.wait()
 
     async def wait_handed(self, mark: int) -> bool:
-        """Wait until the first ``mark`` lines were handed to the connection; False when the
+        """Wait until the first ``mark`` pieces were handed to the connection; False when the
         outbox closed first."""
         while self.handed_count < mark:
             if self.closed:

@@ -187,8 +187,7 @@ class ConversationHub:
         entries = await anyio.to_thread.run_sync(self.store.events, self.id, head, _READ_BATCH)
         if self.head != head:
             return True  # another reader moved it meanwhile: read again from there
-        for entry in entries:
-            self._deliver(entry)
+        self._deliver(entries)
         if entries:
             self.changed.notify_all()
         return bool(entries)
@@ -202,28 +201,55 @@ class ConversationHub:
                 self._waiters[seq] = TurnResult("turn_failed", {"seq": seq, "error": failure})
         self.changed.notify_all()
 
-    def _deliver(self, entry: EventRecord) -> None:
-        self.head = entry.id
-        self._last_event = entry.ts
-        kind, data, seq = entry.kind, entry.data, entry.seq
-        self._labels.see(kind, data)
-        sender, label = None, None
-        if kind == "turn_started" and isinstance(seq, int):
-            sender, label = self._labels.take(seq)
-        if self.attached:
-            params = acp_update(self.id, kind, data, label)
-            if params is not None:
-                line = _line("session/update", params)
-                for client in list(self.attached.values()):
-                    if client.number != sender:
-                        client.put(line)
-        if self.watchers:
-            line = _line("_acp_bridge/event", _watch(self.id, entry))
-            for client in list(self.watchers.values()):
-                client.put(line)
-        if kind in ("turn_ended", "turn_failed") and seq in self._waiters:
-            marks = {n: c.outbox.put_count for n, c in self.attached.items()}
-            self._waiters[seq] = TurnResult(kind, dict(data), marks)
+    def _deliver(self, entries: list[EventRecord]) -> None:
+        """Fan ``entries`` out: each notification encoded once, and each client's share of the
+        batch put in its outbox as one piece (one bound check, one wake-up per client, not per
+        line), in log order."""
+        lines: list[_Fanned] = []
+        for entry in entries:
+            self.head = entry.id
+            self._last_event = entry.ts
+            kind, data, seq = entry.kind, entry.data, entry.seq
+            self._labels.see(kind, data)
+            sender, label = None, None
+            if kind == "turn_started" and isinstance(seq, int):
+                sender, label = self._labels.take(seq)
+            update = event = None
+            if self.attached:
+                params = acp_update(self.id, kind, data, label)
+                if params is not None:
+                    update = _line("session/update", params)
+            if self.watchers:
+                event = _line("_acp_bridge/event", _watch(self.id, entry))
+            if update is not None or event is not None:
+                lines.append(_Fanned(update, sender, event))
+            if kind in ("turn_ended", "turn_failed") and seq in self._waiters:
+                self._put_all(lines)  # the marks count everything up to this entry
+                lines = []
+                marks = {n: c.outbox.put_count for n, c in self.attached.items()}
+                self._waiters[seq] = TurnResult(kind, dict(data), marks)
+        self._put_all(lines)
+
+    def _put_all(self, lines: list[_Fanned]) -> None:
+        if not lines:
+            return
+        senders = {line.sender for line in lines if line.sender is not None}
+        shared_updates = shared_events = None
+        for number in list(self.attached.keys() | self.watchers.keys()):
+            client = self.attached.get(number) or self.watchers[number]
+            updates, events = number in self.attached, number in self.watchers
+            if updates and not events and number not in senders:
+                if shared_updates is None:
+                    shared_updates = b"".join(x.update for x in lines if x.update is not None)
+                data = shared_updates
+            elif events and not updates:
+                if shared_events is None:
+                    shared_events = b"".join(x.event for x in lines if x.event is not None)
+                data = shared_events
+            else:  # its own prompt left out, or attached and watching: one by one, in order
+                data = b"".join(x.for_client(number, updates=updates, events=events) for x in lines)
+            if data:
+                client.put(data)
 
     # -- messages ------------------------------------------------------------------------
 
@@ -337,6 +363,20 @@ class ConversationHub:
                 while await self.catch_up():
                     pass
         return await _first_answer(askers, method, params)
+
+
+@dataclass(frozen=True)
+class _Fanned:
+    """One log entry as the clients are fed it: the ``session/update`` line for the attached
+    clients (but its ``sender``), the ``_acp_bridge/event`` line for the watchers."""
+
+    update: bytes | None
+    sender: int | None
+    event: bytes | None
+
+    def for_client(self, number: int, *, updates: bool, events: bool) -> bytes:
+        mine = self.update if updates and self.update is not None and number != self.sender else b""
+        return mine + (self.event if events and self.event is not None else b"")
 
 
 _NO_ANSWER: Final = object()
