@@ -420,23 +420,41 @@ class HostClient:
         self, conversation_id: str, from_cursor: int | None = None
     ) -> AsyncIterator[MemoryObjectReceiveStream[WatchItem]]:
         """The conversation's events: those stored after ``from_cursor`` (all when None), then
-        live ones. The stream ends when the connection does (see :attr:`disconnect_reason`)."""
+        live ones. The stream ends when the connection does (see :attr:`disconnect_reason`).
+
+        The host sends the stored events before it answers the request, so the stream is
+        handed over at once and read while the request waits: a replay longer than the
+        buffer would otherwise fill it, and the answer behind it would never be read. A
+        refused or failed request ends the stream, and leaving the block raises it."""
         if conversation_id in self._watches:
             raise ValueError(f"already watching {conversation_id}")
         send, receive = anyio.create_memory_object_stream[WatchItem](WATCH_BUFFER)
         self._watches[conversation_id] = send
-        try:
+        refused: list[HostClientError] = []
+
+        async def ask() -> None:
             params: dict[str, Any] = {"conversationId": conversation_id}
             if from_cursor is not None:
                 params["from"] = from_cursor
-            answer = await self.call("_acp_bridge/watch", params)
-            if not isinstance(answer.get("cursor"), int):
-                raise self._malformed("_acp_bridge/watch", answer)
-            with receive:
-                yield receive
+            try:
+                answer = await self.call("_acp_bridge/watch", params)
+                if not isinstance(answer.get("cursor"), int):
+                    raise self._malformed("_acp_bridge/watch", answer)
+            except HostClientError as exc:
+                refused.append(exc)
+                send.close()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                with receive:
+                    yield receive
+                tg.cancel_scope.cancel()
         finally:
             self._watches.pop(conversation_id, None)
             send.close()
+        if refused:
+            raise refused[0]
 
     async def call(self, method: str, params: Any, *, timeout_s: float | None = None) -> Any:
         """One request with the deadline, its failures as :class:`HostClientError`."""

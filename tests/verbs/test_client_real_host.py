@@ -56,3 +56,32 @@ async def test_an_unknown_conversation_is_a_usage_refusal_by_the_host() -> None:
                 with pytest.raises(HostRequestError) as caught:
                     await client.send("no-such-conversation", text_content("x"))
                 assert caught.value.is_usage
+
+
+async def test_a_watch_replays_a_history_longer_than_its_buffer_and_then_goes_live() -> None:
+    """The host sends the stored events before it answers _acp_bridge/watch: a replay longer than
+    the client's buffer (256) once filled it, and the answer behind it was never read (watch
+    exited 3 after its timeout on any conversation with more than 256 logged events)."""
+    with short_dir() as d:
+        async with running_host(d, ECHO) as host:
+            record = host.store.create_conversation(
+                agent={"argv": ECHO}, cwd=str(ROOT), config={}, now=time.time()
+            )
+            assert host.socket_path is not None
+            endpoint = Endpoint(socket=host.socket_path)
+            async with connect_host(endpoint, store=host.store_path) as client:
+                words = " ".join(f"w{i}" for i in range(600))  # one chunk a word: 600 updates
+                first = await client.send(record.id, text_content(words))
+                async with client.watch(record.id) as events:
+                    with anyio.fail_after(60):
+                        async for item in events:
+                            if item.event["event"] == "turn_ended":
+                                break
+                assert item.event["seq"] == first
+                async with client.watch(record.id, from_cursor=item.cursor) as events:
+                    second = await client.send(record.id, text_content("echo live"))
+                    with anyio.fail_after(60):
+                        async for item in events:
+                            if item.event["event"] == "turn_ended":
+                                break
+                    assert item.event["seq"] == second
