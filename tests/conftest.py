@@ -6,6 +6,7 @@ A module that touches asyncio-only code (litellm, the official ACP SDK runtime) 
 
 from __future__ import annotations
 
+import signal
 import sys
 import uuid
 from collections.abc import Iterator
@@ -23,6 +24,18 @@ settings.load_profile("acp-bridge")
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # tests import the fixtures package helpers
     sys.path.insert(0, str(ROOT))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the processes the suite starts a deliverable SIGINT, whatever started the suite.
+
+    Tests send SIGINT to the bridges they start, and a bridge keeps a signal it inherited as
+    ignored (issue 21, item 8). A shell starts a background job (``pytest &`` in a script or a
+    CI step) with SIGINT ignored, every process started from it inherits that, and those tests
+    then failed after their 30 s bound. A test about an inherited ignored SIGINT sets it itself.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(

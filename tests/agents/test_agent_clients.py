@@ -30,6 +30,9 @@ pytestmark = [
     requires_litellm,
     pytest.mark.anyio,
     pytest.mark.parametrize("anyio_backend", ["asyncio"]),
+    # Each process imports litellm (seconds, several times that on a loaded machine): the
+    # suite's 60 s is no safety net for a walk of several agent processes.
+    pytest.mark.timeout(180),
 ]
 
 OPTIONS = ClientOptions(
@@ -39,7 +42,7 @@ OPTIONS = ClientOptions(
     permission=PermissionPolicy(PermissionMode.ALLOW_ALL),
     restart=RestartPolicy(initial_delay_s=0.01, max_delay_s=0.05, max_restarts=3),
     shutdown=ShutdownTimeouts(stdin_close_grace_s=2, term_grace_s=1, kill_wait_s=5),
-    startup_timeout_s=30,
+    startup_timeout_s=60,  # a safety net: litellm's import takes seconds, more under load
 )
 
 

@@ -35,6 +35,9 @@ pytestmark = [
     requires_litellm,
     pytest.mark.anyio,
     pytest.mark.parametrize("anyio_backend", ["asyncio"]),
+    # Each process imports litellm (seconds, several times that on a loaded machine): the
+    # suite's 60 s is no safety net for a walk of several agent processes.
+    pytest.mark.timeout(180),
 ]
 
 

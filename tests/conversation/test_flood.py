@@ -26,7 +26,10 @@ from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.store import QueueStore
 from acp_bridge.process.spec import AgentSpec
 
-pytestmark = pytest.mark.anyio
+# The hang guards below (fail_after) must fire before pytest-timeout: interrupted by its
+# SIGALRM inside asyncio's select, the event loop could not finish the test's tasks and the
+# xdist worker hung for good (seen under load: the whole -n auto run stopped at 91%).
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]  # guards: 60 + 120 s
 
 AGENTS = Path(__file__).resolve().parents[2] / "fixtures" / "agents"
 FLOOD = 50_000

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.agents.agent_client import requires_litellm
 from tests.e2e.test_run_named_agent import ROOT, bridge, toml_list
 
 ECHO = [sys.executable, "-u", str(ROOT / "fixtures" / "agents" / "echo_agent.py")]
@@ -233,10 +234,12 @@ def test_relative_xdg_directories_are_ignored(tmp_path: Path) -> None:
     assert json.loads(listed.stdout)["config"] == str(config)
 
 
+# Not pytest.importorskip("litellm"): importing litellm here, without the agent's
+# LITELLM_LOCAL_MODEL_COST_MAP, fetched its cost map from the network (three tries: 23 s seen).
+@requires_litellm
 def test_the_built_in_agent_refuses_an_empty_home_for_its_history(tmp_path: Path) -> None:
     """``acp-bridge agent`` keeps its history under the same state directory, by the same rule
     (one implementation)."""
-    pytest.importorskip("litellm")
     env = {"HOME": "", "XDG_STATE_HOME": ""}
     result = bridge(tmp_path, "agent", "--mock-response", "hi", env=env)
     assert result.returncode == 2, result.stderr

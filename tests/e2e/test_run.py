@@ -190,6 +190,7 @@ def test_sigint_cancels_the_turn_stops_the_agent_and_exits_130(tmp_path: Path) -
         for stream in (bridge.stdout, bridge.stderr):
             if stream is not None:
                 stream.close()
+        bridge.wait(timeout=30)  # reaped even when the test failed: no warning in a later test
     assert agent_pid is not None
     with contextlib.suppress(psutil.NoSuchProcess):
         assert psutil.Process(agent_pid).status() == psutil.STATUS_ZOMBIE
@@ -226,6 +227,7 @@ def finish(bridge: subprocess.Popen[str], timeout: float) -> tuple[int, str, str
         out, err = bridge.communicate(timeout=timeout)
     finally:
         bridge.kill()
+        bridge.communicate(timeout=30)  # reaped even on a timeout: no warning in a later test
     return bridge.returncode, out, err
 
 

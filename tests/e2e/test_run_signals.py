@@ -45,6 +45,13 @@ def stored_rows(store: Path) -> list[tuple[int, str]]:
         return db.execute("SELECT seq, state FROM messages ORDER BY seq").fetchall()
 
 
+def reap(bridge: subprocess.Popen[bytes]) -> None:
+    """Kill and reap the bridge, its pipes closed: a no-op once it exited, and after a failed
+    or timed-out test no running Popen is left for its warning to fail a later test."""
+    bridge.kill()
+    bridge.communicate(timeout=30)
+
+
 @contextlib.contextmanager
 def agent_listener() -> Iterator[tuple[socket.socket, list[str]]]:
     """A socket the agent connects back to (``--connect-back PORT``): it closes when the agent
@@ -81,7 +88,7 @@ def test_run_into_a_full_device_stops_like_a_signal_and_exits_130(tmp_path: Path
             peer = listener.accept()[0]
             _out, err = bridge.communicate(timeout=60)
         finally:
-            bridge.kill()
+            reap(bridge)
         wait_agent_gone(peer)
     assert bridge.returncode == 130, err
     assert "Traceback" not in err, err
@@ -109,7 +116,7 @@ def test_run_on_a_terminal_that_closes_stops_like_a_hangup_and_exits_130(tmp_pat
             os.close(master)
             code = bridge.wait(timeout=60)
         finally:
-            bridge.kill()
+            reap(bridge)
         wait_agent_gone(peer)
     assert code == 130
     assert stored_rows(store) == [(1, "cancelled")]
@@ -190,7 +197,7 @@ def test_a_signal_at_any_moment_of_the_start_exits_130(tmp_path: Path) -> None:
                 bridge.send_signal(signum)
                 _out, err = bridge.communicate(timeout=60)
             finally:
-                bridge.kill()
+                reap(bridge)
             with contextlib.suppress(TimeoutError):  # spawned, so the agent must be gone
                 wait_agent_gone(listener.accept()[0])
         text = err.decode(errors="replace")
@@ -220,7 +227,7 @@ def test_sigint_inherited_as_ignored_stays_ignored(tmp_path: Path) -> None:
         bridge.send_signal(signal.SIGTERM)
         _out, err = bridge.communicate(timeout=60)
     finally:
-        bridge.kill()
+        reap(bridge)
     assert bridge.returncode == 130, err
     assert "the running turn was cancelled and the agent was stopped" in err, err
     assert stored_rows(store) == [(1, "cancelled")]
@@ -260,7 +267,7 @@ def test_sigint_while_the_agent_starts_stops_it_at_once_and_says_so(
             bridge.send_signal(signal.SIGINT)
             _out, err = bridge.communicate(timeout=60)
         finally:
-            bridge.kill()
+            reap(bridge)
         wait_agent_gone(peer)
     err = "".join(seen) + err
     assert bridge.returncode == 130, err
@@ -298,7 +305,7 @@ def test_a_message_a_full_disk_cannot_store_is_named_and_the_run_stops(tmp_path:
             peer = listener.accept()[0]
             out, err = bridge.communicate(message, timeout=60)
         finally:
-            bridge.kill()
+            reap(bridge)
         wait_agent_gone(peer)
     assert bridge.returncode == 4, err
     assert "Traceback" not in err, err
@@ -331,7 +338,7 @@ def test_a_full_disk_mid_run_stops_at_once_and_reports_nothing_unstored(tmp_path
             with contextlib.suppress(BrokenPipeError):
                 out, err = bridge.communicate(lines, timeout=60)
         finally:
-            bridge.kill()
+            reap(bridge)
         wait_agent_gone(peer)
     assert bridge.returncode == 4, err
     assert "Traceback" not in err, err
@@ -376,7 +383,7 @@ def test_sigterm_during_a_restore_leaves_the_waiting_message_queued_for_resume(
         bridge.send_signal(signal.SIGTERM)
         out, err = bridge.communicate(timeout=60)
     finally:
-        bridge.kill()
+        reap(bridge)
     err = "".join(seen) + err
     assert bridge.returncode == 130, err
     assert "no turn was running; the agent was stopped" in err, err

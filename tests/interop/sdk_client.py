@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -135,12 +136,21 @@ async def restarted_turn(
     check["detail"] = f"agent pid {victims[0].pid} SIGKILLed; {retried}then {check['detail']}"
 
 
+def spawn(rec: Recorder, argv: list[str], scenario: dict[str, Any]) -> Any:
+    """Start the agent (or the proxy in front of it) with this process's whole environment.
+
+    Without ``env`` the SDK gives the child a trimmed one (HOME, PATH, ...), so ``python -m
+    acp_bridge proxy`` lost PYTHONPATH and imported whatever acp_bridge was installed, or none.
+    """
+    return spawn_agent_process(rec, argv[0], *argv[1:], env=dict(os.environ), cwd=scenario["cwd"])  # type: ignore[arg-type]
+
+
 async def first_process(
     argv: list[str], scenario: dict[str, Any], info: dict[str, Any]
 ) -> str | None:
     rec = Recorder()
     timeout = scenario["timeout"]
-    async with spawn_agent_process(rec, argv[0], *argv[1:], cwd=scenario["cwd"]) as (conn, _proc):  # type: ignore[arg-type]
+    async with spawn(rec, argv, scenario) as (conn, _proc):
         await asyncio.wait_for(initialize(conn, CHECKS, info), timeout)
         STEP[0] = "session/new"
         session = await asyncio.wait_for(
@@ -163,7 +173,7 @@ async def first_process(
 async def second_process(argv: list[str], scenario: dict[str, Any], session_id: str) -> None:
     rec = Recorder()
     timeout = scenario["timeout"]
-    async with spawn_agent_process(rec, argv[0], *argv[1:], cwd=scenario["cwd"]) as (conn, _proc):  # type: ignore[arg-type]
+    async with spawn(rec, argv, scenario) as (conn, _proc):
         await asyncio.wait_for(initialize(conn, {}, {}), timeout)
         await asyncio.wait_for(
             conn.load_session(cwd=scenario["cwd"], session_id=session_id, mcp_servers=[]), timeout
