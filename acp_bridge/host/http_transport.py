@@ -99,7 +99,10 @@ class HttpConnection(ByteStream):
         self.ended: str | None = None
         """Why the client side is over (then SSE streams stop, and receive ends)."""
         self.closed = False
-        """The host closed its side: nothing more is written (SSE streams drain, then end)."""
+        """The host closed the stream (:meth:`aclose`)."""
+        self.writes_done = False
+        """The host writes nothing more (:meth:`send_eof`, :meth:`aclose`): the SSE streams
+        deliver what they hold, then end."""
         self._inbound: deque[bytes] = deque()
         self._inbound_bytes = 0
         self._partial = bytearray()
@@ -135,6 +138,8 @@ class HttpConnection(ByteStream):
     async def send(self, item: bytes) -> None:
         if self.closed:
             raise anyio.ClosedResourceError
+        if self.writes_done:
+            raise anyio.BrokenResourceError
         self._partial += item
         *lines, rest = bytes(self._partial).split(b"\n")
         self._partial = bytearray(rest)
@@ -170,11 +175,12 @@ class HttpConnection(ByteStream):
         return True
 
     async def send_eof(self) -> None:
-        await self.aclose()
+        self.writes_done = True
+        self.changed.notify_all()
 
     async def aclose(self) -> None:
         if not self.closed:
-            self.closed = True
+            self.closed = self.writes_done = True
             self.changed.notify_all()
 
     # -- the client's side --------------------------------------------------------------------
@@ -215,7 +221,8 @@ class HttpConnection(ByteStream):
 
     @property
     def is_live(self) -> bool:
-        return self.ended is None and not self.closed
+        """True while the connection takes messages both ways."""
+        return self.ended is None and not self.writes_done
 
     async def watch_detached(self) -> None:
         """End the connection once no SSE stream read it and no request named it for
@@ -305,6 +312,8 @@ class HttpTransport:
         if ask.method == b"GET":
             await self._get(stream, http, ask)
             return False
+        with anyio.move_on_after(self.limits.stall_s):  # a DELETE's (empty) body, for keep-alive
+            await _read_body(stream, http, _DRAIN_BYTES)
         return await self._delete(stream, http, ask)
 
     def _lookup(self, ask: HttpAsk) -> HttpConnection | Refusal:
@@ -457,7 +466,7 @@ class HttpTransport:
                     break
                 batch += sse_event(line)
             if not batch:
-                if connection.closed:
+                if connection.writes_done:
                     return True
                 with anyio.move_on_after(self.limits.keep_alive_s) as quiet:
                     await connection.changed.wait()

@@ -5,14 +5,17 @@ client (h11 over anyio TCP) on both anyio backends, and the pure routing rules
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
 import h11
 import pytest
+import trustme
 from anyio.abc import ByteStream, SocketStream
 
 from acp_bridge.host.http_protocol import (
@@ -24,7 +27,7 @@ from acp_bridge.host.http_protocol import (
     wants_http,
 )
 from acp_bridge.host.http_transport import HttpLimits
-from acp_bridge.host.websocket import WebSocketLimits, WebSocketListener
+from acp_bridge.host.websocket import WebSocketLimits, WebSocketListener, client_ssl_context
 from acp_bridge.host.ws_protocol import Refusal
 from acp_bridge.rpc.peer import JsonRpcPeer
 
@@ -212,21 +215,34 @@ async def call(
     stream = await anyio.connect_tcp("127.0.0.1", port)
     async with stream:
         http = h11.Connection(h11.CLIENT)
-        await _send_request(stream, http, method, body, connection, session, token)
-        response = await _next(stream, http)
-        assert isinstance(response, h11.Response)
-        data = bytearray()
-        while True:
-            event = await _next(stream, http)
-            if isinstance(event, h11.Data):
-                data += event.data
-            else:
-                break
-        return Answer(response.status_code, dict(response.headers), bytes(data))
+        return await call_on(stream, http, method, body, connection, session, token)
+
+
+async def call_on(
+    stream: ByteStream,
+    http: h11.Connection,
+    method: bytes,
+    body: Any = None,
+    connection: str | None = None,
+    session: str | None = None,
+    token: str | None = TOKEN,
+) -> Answer:
+    """One request on an open connection (``http`` ready for it); the whole answer."""
+    await _send_request(stream, http, method, body, connection, session, token)
+    response = await _next(stream, http)
+    assert isinstance(response, h11.Response)
+    data = bytearray()
+    while True:
+        event = await _next(stream, http)
+        if isinstance(event, h11.Data):
+            data += event.data
+        else:
+            break
+    return Answer(response.status_code, dict(response.headers), bytes(data))
 
 
 async def _send_request(
-    stream: SocketStream,
+    stream: ByteStream,
     http: h11.Connection,
     method: bytes,
     body: Any,
@@ -255,7 +271,7 @@ async def _send_request(
     await stream.send(data)
 
 
-async def _next(stream: SocketStream, http: h11.Connection) -> Any:
+async def _next(stream: ByteStream, http: h11.Connection) -> Any:
     while True:
         event = http.next_event()
         if event is not h11.NEED_DATA:
@@ -384,3 +400,50 @@ async def test_a_connection_nobody_reads_is_ended() -> None:
         (connection,) = listener.http.connections.values()
         await agent.ended.wait()  # no GET, no request: the handler's stream ended
         assert connection.ended == "detached"
+
+
+@pytest.mark.anyio
+async def test_requests_follow_each_other_on_one_connection() -> None:
+    agent = Agent()
+    async with listening(agent) as listener:
+        stream = await anyio.connect_tcp("127.0.0.1", listener.port)
+        async with stream:
+            http = h11.Connection(h11.CLIENT)
+            init = rpc(0, "initialize", {"protocolVersion": 1})
+            opened = await call_on(stream, http, b"POST", init)
+            assert opened.status == 200 and b"timeout=" in opened.headers[b"keep-alive"]
+            connection = opened.headers[b"acp-connection-id"].decode()
+            for method, body in ((b"POST", rpc(1, "session/new", {"cwd": "/"})), (b"DELETE", None)):
+                http.start_next_cycle()
+                answer = await call_on(stream, http, method, body, connection)
+                assert answer.status == 202, answer
+            await agent.ended.wait()
+
+
+@pytest.fixture(scope="module")
+def certificate_authority() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.mark.anyio
+async def test_streamable_http_over_tls(certificate_authority: trustme.CA, tmp_path: Path) -> None:
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    certificate_authority.issue_cert("127.0.0.1").configure_cert(server)
+    ca_file = tmp_path / "ca.pem"
+    certificate_authority.cert_pem.write_to_path(str(ca_file))
+    listener = await WebSocketListener.open("127.0.0.1:0", token=TOKEN, ssl_context=server)
+    agent = Agent()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, agent)
+        stream = await anyio.connect_tcp(
+            "127.0.0.1",
+            listener.port,
+            ssl_context=client_ssl_context(ca_file),
+            tls_standard_compatible=False,
+        )
+        async with stream:
+            init = rpc(0, "initialize", {"protocolVersion": 1})
+            opened = await call_on(stream, h11.Connection(h11.CLIENT), b"POST", init)
+            assert opened.status == 200 and b"acp-connection-id" in opened.headers
+        tg.cancel_scope.cancel()
+    await listener.aclose()
