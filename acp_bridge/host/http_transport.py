@@ -285,6 +285,8 @@ class HttpTransport:
                     break
         except (anyio.BrokenResourceError, anyio.EndOfStream, OSError, h11.ProtocolError) as exc:
             log.debug("HTTP connection from %s ended: %r", peer, exc)
+        except Exception:  # one connection's failure never ends the others
+            log.exception("serving HTTP to %s failed", peer)
         finally:
             await _close_quietly(stream)
 

@@ -562,9 +562,9 @@ class WebSocketListener(Listener[ByteStream]):
         self, stream: SocketStream, handler: Callable[[ByteStream], Any], connections: TaskGroup
     ) -> None:
         try:
-            websocket = None
+            accepted = None
             with anyio.move_on_after(self._limits.handshake_timeout_s):
-                websocket = await _accept(
+                accepted = await _accept(
                     stream,
                     self._token,
                     self._ssl_context,
@@ -572,15 +572,16 @@ class WebSocketListener(Listener[ByteStream]):
                     self._limits,
                     take_http=self.http is not None,
                 )
-            if websocket is None:
+            if accepted is None:
                 await _close_quietly(stream)
                 return
-            if isinstance(websocket, _HttpStart):  # Streamable HTTP: its own request loop
+            if isinstance(accepted, _HttpStart):  # Streamable HTTP: its own request loop
                 assert self.http is not None
                 await self.http.serve(
-                    websocket.stream, websocket.http, websocket.request, handler, connections
+                    accepted.stream, accepted.http, accepted.request, handler, connections
                 )
                 return
+            websocket = accepted
             async with websocket, anyio.create_task_group() as tg:
                 if self._limits.ping_interval_s is not None:
                     tg.start_soon(websocket.keep_alive, self._limits.ping_interval_s)

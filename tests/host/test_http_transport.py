@@ -26,7 +26,7 @@ from acp_bridge.host.http_protocol import (
     read_message,
     wants_http,
 )
-from acp_bridge.host.http_transport import HttpLimits
+from acp_bridge.host.http_transport import HttpConnection, HttpLimits
 from acp_bridge.host.websocket import WebSocketLimits, WebSocketListener, client_ssl_context
 from acp_bridge.host.ws_protocol import Refusal
 from acp_bridge.rpc.peer import JsonRpcPeer
@@ -445,5 +445,44 @@ async def test_streamable_http_over_tls(certificate_authority: trustme.CA, tmp_p
             init = rpc(0, "initialize", {"protocolVersion": 1})
             opened = await call_on(stream, h11.Connection(h11.CLIENT), b"POST", init)
             assert opened.status == 200 and b"acp-connection-id" in opened.headers
+        tg.cancel_scope.cancel()
+    await listener.aclose()
+
+
+@pytest.mark.anyio
+async def test_the_host_waits_while_its_messages_wait_for_readers() -> None:
+    connection = HttpConnection("c", HttpLimits(max_outbox_bytes=100))
+    update = _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s"}})
+    sent = anyio.Event()
+
+    async def write_many() -> None:
+        await connection.send(update * 3)  # more than 100 bytes: the third waits for room
+        sent.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write_many)
+        await anyio.wait_all_tasks_blocked()
+        assert not sent.is_set() and connection.routing.buffered_bytes >= 100
+        assert connection.routing.take("s") is not None  # an SSE reader took one
+        connection.changed.notify_all()
+        await sent.wait()
+    assert len(connection.routing.sessions["s"].lines) == 2
+    connection.end("deleted")
+    with pytest.raises(anyio.BrokenResourceError):
+        await connection.send(update)
+    with pytest.raises(anyio.EndOfStream):
+        await connection.receive()
+
+
+@pytest.mark.anyio
+async def test_an_initialize_the_host_does_not_answer_is_503() -> None:
+    async def refuse(stream: ByteStream) -> None:
+        await stream.aclose()  # as the host past --max-clients
+
+    listener = await WebSocketListener.open("127.0.0.1:0", token=TOKEN)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, refuse)
+        answer = await call(listener.port, b"POST", rpc(0, "initialize", {"protocolVersion": 1}))
+        assert answer.status == 503, answer
         tg.cancel_scope.cancel()
     await listener.aclose()
