@@ -281,7 +281,8 @@ class HttpTransport:
                 with anyio.move_on_after(self.limits.idle_s):
                     current = await _read_head(stream, http)
                 if current is not None and not wants_http(current):
-                    await _refuse(stream, http, Refusal(400, "one WebSocket per connection"))
+                    late = Refusal(400, "a WebSocket upgrade must open its TCP connection")
+                    await _refuse(stream, http, late)
                     break
         except (anyio.BrokenResourceError, anyio.EndOfStream, OSError, h11.ProtocolError) as exc:
             log.debug("HTTP connection from %s ended: %r", peer, exc)
