@@ -59,6 +59,8 @@ from wsproto.utilities import ProtocolError as WsProtocolError
 
 from acp_bridge.clock import loop_clock
 from acp_bridge.errors import BridgeError, UnsafeFileError
+from acp_bridge.host.http_protocol import wants_http
+from acp_bridge.host.http_transport import HttpLimits, HttpTransport
 from acp_bridge.host.tokens import load_or_create_token
 from acp_bridge.host.ws_protocol import (
     ACP_PATH,
@@ -367,7 +369,9 @@ def client_ssl_context(ca_file: Path | None = None) -> ssl.SSLContext:
     return context
 
 
-Handler = Callable[[WebSocketStream], Awaitable[None]]
+Handler = Callable[[ByteStream], Awaitable[None]]
+"""What serves a connection: a :class:`WebSocketStream`, or a Streamable HTTP
+:class:`~acp_bridge.host.http_transport.HttpConnection`."""
 
 
 @dataclass(frozen=True)
@@ -456,7 +460,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split()) or type(exc).__name__
 
 
-class WebSocketListener(Listener[WebSocketStream]):
+class WebSocketListener(Listener[ByteStream]):
     """An anyio listener of WebSocket connections that passed the opening handshake (the
     path, the upgrade, the token; TLS first when ``ssl_context`` is given), so whatever
     serves an anyio listener (the host's ``serve_listener``) serves it as it serves the Unix
@@ -466,6 +470,11 @@ class WebSocketListener(Listener[WebSocketStream]):
     when the connection's handler returns; the handshake of each connection runs in the
     connection's own task (in ``task_group`` when given), bounded by ``handshake_timeout_s``.
     A handler that raises is logged, and the other connections go on.
+
+    With ``streamable_http`` (the default) the same port serves ACP over Streamable HTTP
+    too: a first request that is a POST, a DELETE or an event-stream GET goes to an
+    :class:`~acp_bridge.host.http_transport.HttpTransport`, and each HTTP connection it opens
+    is handed to the same handler (in ``task_group``).
     """
 
     def __init__(
@@ -476,6 +485,7 @@ class WebSocketListener(Listener[WebSocketStream]):
         ssl_context: ssl.SSLContext | None = None,
         path: str = ACP_PATH,
         limits: WebSocketLimits = WebSocketLimits(),
+        streamable_http: bool = True,
     ) -> None:
         self._tcp = tcp
         self._token = token
@@ -483,6 +493,12 @@ class WebSocketListener(Listener[WebSocketStream]):
         self._path = path
         self._limits = limits
         self._slots = anyio.Semaphore(limits.max_connections)  # given back by each connection
+        http_limits = HttpLimits(
+            max_body_bytes=limits.max_message_bytes, max_connections=limits.max_connections
+        )
+        self.http = (
+            HttpTransport(token=token, path=path, limits=http_limits) if streamable_http else None
+        )
 
     @classmethod
     async def open(
@@ -519,7 +535,7 @@ class WebSocketListener(Listener[WebSocketStream]):
         return self._tcp.extra_attributes
 
     async def serve(
-        self, handler: Callable[[WebSocketStream], Any], task_group: TaskGroup | None = None
+        self, handler: Callable[[ByteStream], Any], task_group: TaskGroup | None = None
     ) -> None:
         async with anyio.create_task_group() as own:
             connections = own if task_group is None else task_group
@@ -530,7 +546,7 @@ class WebSocketListener(Listener[WebSocketStream]):
     async def _accept_loop(
         self,
         socket_listener: SocketListener,
-        handler: Callable[[WebSocketStream], Any],
+        handler: Callable[[ByteStream], Any],
         connections: TaskGroup,
     ) -> None:
         while True:
@@ -540,20 +556,32 @@ class WebSocketListener(Listener[WebSocketStream]):
             except BaseException:
                 self._slots.release()
                 raise
-            connections.start_soon(self._serve_connection, stream, handler)
+            connections.start_soon(self._serve_connection, stream, handler, connections)
 
     async def _serve_connection(
-        self, stream: SocketStream, handler: Callable[[WebSocketStream], Any]
+        self, stream: SocketStream, handler: Callable[[ByteStream], Any], connections: TaskGroup
     ) -> None:
         try:
-            websocket = None
+            accepted = None
             with anyio.move_on_after(self._limits.handshake_timeout_s):
-                websocket = await _accept(
-                    stream, self._token, self._ssl_context, self._path, self._limits
+                accepted = await _accept(
+                    stream,
+                    self._token,
+                    self._ssl_context,
+                    self._path,
+                    self._limits,
+                    take_http=self.http is not None,
                 )
-            if websocket is None:
+            if accepted is None:
                 await _close_quietly(stream)
                 return
+            if isinstance(accepted, _HttpStart):  # Streamable HTTP: its own request loop
+                assert self.http is not None
+                await self.http.serve(
+                    accepted.stream, accepted.http, accepted.request, handler, connections
+                )
+                return
+            websocket = accepted
             async with websocket, anyio.create_task_group() as tg:
                 if self._limits.ping_interval_s is not None:
                     tg.start_soon(websocket.keep_alive, self._limits.ping_interval_s)
@@ -596,25 +624,39 @@ async def serve_websocket(
         await listener.serve(handler)
 
 
+@dataclass(frozen=True)
+class _HttpStart:
+    """A connection whose first request is Streamable HTTP (read, not answered yet)."""
+
+    stream: ByteStream
+    http: h11.Connection
+    request: h11.Request
+
+
 async def _accept(
     stream: ByteStream,
     token: str,
     ssl_context: ssl.SSLContext | None,
     path: str,
     limits: WebSocketLimits,
-) -> WebSocketStream | None:
+    *,
+    take_http: bool = False,
+) -> WebSocketStream | _HttpStart | None:
     """The opening handshake of one connection: the WebSocket, or None when it was refused
-    (answered and closed) or broke."""
+    (answered and closed) or broke; with ``take_http``, the first request when it is Streamable
+    HTTP."""
     peer = _peer(stream)
     try:
         if ssl_context is not None:
             stream = await TLSStream.wrap(
                 stream, server_side=True, ssl_context=ssl_context, standard_compatible=False
             )
-        connection = await _upgrade_request(stream, token, path, peer)
+        connection = await _upgrade_request(stream, token, path, peer, take_http=take_http)
         if connection is None:
             await _close_quietly(stream)
             return None
+        if isinstance(connection, tuple):
+            return _HttpStart(stream, *connection)
         log.info("WebSocket connection from %s", peer)
         return WebSocketStream(
             stream,
@@ -636,12 +678,15 @@ async def _accept(
 
 
 async def _upgrade_request(
-    stream: ByteStream, token: str, path: str, peer: str
-) -> Connection | None:
+    stream: ByteStream, token: str, path: str, peer: str, *, take_http: bool = False
+) -> Connection | tuple[h11.Connection, h11.Request] | None:
     """Read the HTTP request and answer it: 101 and the open WebSocket connection, or the
-    refusal's status and reason (then None)."""
+    refusal's status and reason (then None); with ``take_http``, a Streamable HTTP request
+    is returned unanswered, with its h11 connection."""
     http = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
     request = await _read_request(stream, http)
+    if request is not None and take_http and wants_http(request):
+        return http, request
     if request is None:
         refusal = Refusal(400, "bad HTTP request")
     else:
