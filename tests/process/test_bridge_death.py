@@ -114,7 +114,11 @@ async def test_an_agent_spawned_on_trio_outlives_the_worker_thread_that_forked_i
         (forker,) = forkers
         assert forker is not threading.main_thread()  # trio forked in a worker thread
         with anyio.fail_after(20):  # that thread retires (idle): the kernel's cue
-            await anyio.to_thread.run_sync(forker.join)
+            # Polled: joining it through anyio.to_thread could hand the join to trio's idle
+            # worker, which may be that very thread ("cannot join current thread"), and a
+            # worker kept busy never retires.
+            while forker.is_alive():  # noqa: ASYNC110
+                await anyio.sleep(0.01)
         session = await agent.new_session(tmp_path)
         assert (await session.run("hello")).stop_reason == "end_turn"
         assert agent.generation == 1
