@@ -37,6 +37,7 @@ from acp_bridge.cli.store_open import (
     keeping_leases,
     listen_for_sends,
     open_store,
+    pg_store,
     store_place,
     store_spec,
 )
@@ -164,6 +165,9 @@ async def _serve(
             url = plan.url(websocket.port)
             made_now = ", made now: copy it to the clients" if made else ""
             _say(f"listening at {url} (bearer token in {plan.token_file}{made_now})")
+        shared = pg_store(store)
+        if shared is not None:  # a lost lease stops that conversation's turn at once
+            shared.on_lost(lambda lease: host.lease_lost_from_any_thread(lease.conversation_id))
         async with anyio.create_task_group() as tg, keeping_leases(store):
             await listen_for_sends(store, host, tg)
 

@@ -155,4 +155,8 @@ async def listen_for_sends(store: Store, host: Host, task_group: TaskGroup) -> N
     def woken(notification: Notification) -> None:
         task_group.start_soon(host.sent_elsewhere, notification.conversation_id)
 
-    await task_group.start(Listener(shared.url, woken, owner_tag=shared.owner_tag).run)
+    def reconnected() -> None:  # what was notified meanwhile is lost: read the store again
+        task_group.start_soon(host.missed_notifications)
+
+    listener = Listener(shared.url, woken, owner_tag=shared.owner_tag, on_reconnected=reconnected)
+    await task_group.start(listener.run)

@@ -446,6 +446,19 @@ class HostConversation:
         """Stop the agent (the conversation stays in the store; the next use reopens it)."""
         self._stop.set()
 
+    def lease_lost(self) -> None:
+        """Its lease in a shared store was lost (another host owns it now): the running turn
+        is cut at once and the agent stopped; nothing more is written."""
+        conversation = self.hub.conversation
+        if conversation is not None:
+            conversation.lease_lost()
+        self.stop()
+
+    async def wait_stopped(self) -> None:
+        """Return once the conversation is closed and its agent stopped."""
+        while self._running or self.hub.conversation is not None:
+            await self.hub.changed.wait()
+
     async def _run(self) -> None:
         settings = self._settings
         policy = PermissionPolicy(

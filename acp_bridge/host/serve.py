@@ -238,6 +238,45 @@ class Host:
         elif not entry.starting:
             self.task_group.start_soon(self._resume, entry)
 
+    async def missed_notifications(self) -> None:
+        """The shared store's notifications may have been missed (the listener's connection
+        was lost and opened again): every open conversation reads its queue again, and every
+        conversation with unfinished messages nobody owns is taken, as at start-up."""
+        for conversation_id in list(self._open):
+            await self.sent_elsewhere(conversation_id)
+        await self.resume_unfinished()
+
+    def lease_lost(self, conversation_id: str) -> None:
+        """Its lease in the shared store was lost (issue 23: this host was taken over, or
+        its lease session ended): the conversation's turn is cut at once, its agent stopped,
+        and it is forgotten here (its clients detached), so that the next use takes it again
+        if its new owner has gone too. On the event loop's thread: see
+        :meth:`lease_lost_from_any_thread`."""
+        entry = self._open.get(conversation_id)
+        if entry is None:
+            return
+        log.warning("%s: its lease was lost (another host owns it now); stopping it", entry.id)
+        entry.lease_lost()
+        if self._task_group is not None:
+            self._task_group.start_soon(self._forget_lost, entry)
+
+    def lease_lost_from_any_thread(self, conversation_id: str) -> None:
+        """:meth:`lease_lost`, called from the event loop's thread or from a worker thread
+        (the store reports a loss from the thread that found it out)."""
+        try:
+            anyio.from_thread.run_sync(self.lease_lost, conversation_id)
+        except RuntimeError:  # the event loop's own thread (the keeper found out)
+            self.lease_lost(conversation_id)
+
+    async def _forget_lost(self, entry: HostConversation) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+            await entry.wait_stopped()
+        if self._open.get(entry.id) is entry:
+            del self._open[entry.id]
+            for client in list(entry.hub.attached.values()) + list(entry.hub.watchers.values()):
+                entry.hub.detach(client)
+            entry.release()
+
     async def _resume(self, entry: HostConversation) -> None:
         try:
             await entry.ensure_open(self.task_group)
