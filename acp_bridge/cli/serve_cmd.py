@@ -168,7 +168,8 @@ async def _serve(
         shared = pg_store(store)
         if shared is not None:  # a lost lease stops that conversation's turn at once
             shared.on_lost(lambda lease: host.lease_lost_from_any_thread(lease.conversation_id))
-        async with anyio.create_task_group() as tg, keeping_leases(store):
+        # The heartbeat outlives the task group: its body only starts the host's tasks.
+        async with keeping_leases(store), anyio.create_task_group() as tg:
             await listen_for_sends(store, host, tg)
 
             async def stop_on_signal() -> None:
