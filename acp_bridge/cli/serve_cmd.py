@@ -167,7 +167,7 @@ async def _serve(
             _say(f"listening at {url} (bearer token in {plan.token_file}{made_now})")
         shared = pg_store(store)
         if shared is not None:  # a lost lease stops that conversation's turn at once
-            shared.on_lost(lambda lease: host.lease_lost_from_any_thread(lease.conversation_id))
+            shared.report_lost_here(lambda lease: host.lease_lost(lease.conversation_id))
         # The heartbeat outlives the task group: its body only starts the host's tasks.
         async with keeping_leases(store), anyio.create_task_group() as tg:
             await listen_for_sends(store, host, tg)

@@ -483,6 +483,12 @@ class HostConversation:
                     self._store, agent, self.record, policy=settings.policy
                 ) as conversation:
                     self.agent_state = "running"
+                    if self._store.is_shared:
+                        # Issue 23: what another host committed while this one was opening
+                        # (after the queue was read; its notification found nothing open).
+                        # Open first, so that each later notification finds it.
+                        self.hub.conversation = conversation
+                        await conversation.take_sent_elsewhere()
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self.hub.live, conversation)
                         tg.start_soon(self._idle_stop, conversation)

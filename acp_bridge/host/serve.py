@@ -250,8 +250,8 @@ class Host:
         """Its lease in the shared store was lost (issue 23: this host was taken over, or
         its lease session ended): the conversation's turn is cut at once, its agent stopped,
         and it is forgotten here (its clients detached), so that the next use takes it again
-        if its new owner has gone too. On the event loop's thread: see
-        :meth:`lease_lost_from_any_thread`."""
+        if its new owner has gone too. On the event loop's thread
+        (:meth:`PgStore.report_lost_here`)."""
         entry = self._open.get(conversation_id)
         if entry is None:
             return
@@ -259,14 +259,6 @@ class Host:
         entry.lease_lost()
         if self._task_group is not None:
             self._task_group.start_soon(self._forget_lost, entry)
-
-    def lease_lost_from_any_thread(self, conversation_id: str) -> None:
-        """:meth:`lease_lost`, called from the event loop's thread or from a worker thread
-        (the store reports a loss from the thread that found it out)."""
-        try:
-            anyio.from_thread.run_sync(self.lease_lost, conversation_id)
-        except RuntimeError:  # the event loop's own thread (the keeper found out)
-            self.lease_lost(conversation_id)
 
     async def _forget_lost(self, entry: HostConversation) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(30):

@@ -37,6 +37,7 @@ rowid.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -47,6 +48,10 @@ from contextlib import contextmanager
 from functools import partial, wraps
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar, Unpack
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from acp_bridge.conversation.queue_states import MessageRecord, MessageState
 from acp_bridge.conversation.records import (
@@ -255,6 +260,22 @@ class PgStore:
         the keeper's event loop, or a worker thread whose write was fenced)."""
         with self._leases_lock:
             self._lost_listeners.append(listener)
+
+    def report_lost_here(self, listener: Callable[[Lease], None]) -> None:
+        """Call ``listener`` with each lease this store loses, on the thread of the event loop
+        this is called from, whichever thread found out (the keeper, or a worker thread whose
+        write was fenced). Call it from that event loop."""
+        token = anyio.lowlevel.current_token()
+        loop_thread = threading.get_ident()
+
+        def report(lease: Lease) -> None:
+            if threading.get_ident() == loop_thread:
+                listener(lease)
+                return
+            with contextlib.suppress(RuntimeError):  # the event loop has ended
+                anyio.from_thread.run_sync(listener, lease, token=token)
+
+        self.on_lost(report)
 
     @property
     def keeper(self) -> LeaseKeeper:
