@@ -238,6 +238,16 @@ class Host:
         elif not entry.starting:
             self.task_group.start_soon(self._resume, entry)
 
+    async def cancel_asked(self, conversation_id: str) -> None:
+        """Someone asked through the shared store to cancel the conversation's running turn
+        (``acp-bridge cancel`` on a host that cannot reach this one): cancelled, if this host
+        runs it; the queue goes on."""
+        entry = self._open.get(conversation_id)
+        if entry is not None and entry.hub.conversation is not None:
+            cancelled, seq = await entry.hub.cancel()
+            if cancelled:
+                log.info("%s: message %s cancelled, as asked through the store", entry.id, seq)
+
     async def missed_notifications(self) -> None:
         """The shared store's notifications may have been missed (the listener's connection
         was lost and opened again): every open conversation reads its queue again, and every

@@ -7,7 +7,9 @@ Two channels, the conversation id as the payload:
 - :data:`QUEUE_CHANNEL`: a message was added (:meth:`.queue.PgQueue.add_message` notifies in its
   own transaction, so the notification is delivered when, and only if, the message is
   committed);
-- :data:`EVENTS_CHANNEL`: events were appended to the conversation's log.
+- :data:`EVENTS_CHANNEL`: events were appended to the conversation's log;
+- :data:`CONTROL_CHANNEL`: someone on another host asks the owner to cancel the running turn
+  (``acp-bridge cancel`` with no owner reachable where it runs; :func:`notify_cancel`).
 
 A notification is a hint, never the truth: the tables are. Notifications sent while a listener
 was not connected are lost, so whoever (re)starts listening reads the queue once afterwards
@@ -45,10 +47,12 @@ from acp_bridge.pgstore.retry import RECONNECT_BOUND_S
 from acp_bridge.record import record
 
 __all__ = [
+    "CONTROL_CHANNEL",
     "EVENTS_CHANNEL",
     "QUEUE_CHANNEL",
     "Listener",
     "Notification",
+    "notify_cancel",
     "notify_queue",
 ]
 
@@ -57,6 +61,7 @@ _MAX_DELAY_S: Final = 1.0
 
 QUEUE_CHANNEL: Final = "acp_bridge_queue"
 EVENTS_CHANNEL: Final = "acp_bridge_events"
+CONTROL_CHANNEL: Final = "acp_bridge_control"
 
 
 @record
@@ -70,6 +75,12 @@ class Notification:
 def notify_queue(cur: Cursor, conversation_id: str) -> None:
     """In the caller's transaction: wake the conversation's owner when it commits."""
     cur.execute("SELECT pg_notify(%s, %s)", (QUEUE_CHANNEL, conversation_id))
+
+
+def notify_cancel(cur: Cursor, conversation_id: str) -> None:
+    """In the caller's transaction: ask the conversation's owner to cancel its running turn,
+    when it commits."""
+    cur.execute("SELECT pg_notify(%s, %s)", (CONTROL_CHANNEL, conversation_id))
 
 
 class Listener:

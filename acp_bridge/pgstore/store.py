@@ -70,6 +70,7 @@ from acp_bridge.pgstore.connection import ConnectionLostError, PgConnection
 from acp_bridge.pgstore.conversations import PgConversations
 from acp_bridge.pgstore.keeper import LeaseKeeper
 from acp_bridge.pgstore.lease import Lease, LeaseLostError, acquire, lock_holder, release
+from acp_bridge.pgstore.notify import notify_cancel
 from acp_bridge.pgstore.queue import PgQueue
 from acp_bridge.pgstore.retry import RECONNECT_BOUND_S, reopen, retrying
 from acp_bridge.pgstore.schema import migrate
@@ -288,6 +289,13 @@ class PgStore:
         """True while some live session (of any host, this one included) holds the
         conversation's lease."""
         return lock_holder(self._data, conversation_id) is not None
+
+    @_retried
+    def request_cancel(self, conversation_id: str) -> None:
+        """Ask the conversation's owner, on whichever host, to cancel its running turn
+        (committed on return; the owner's listener acts on it: :data:`.notify.CONTROL_CHANNEL`)."""
+        with self._data.transaction(f"ask the owner of {conversation_id!r} to cancel") as cur:
+            notify_cancel(cur, conversation_id)
 
     @property
     def leases(self) -> list[Lease]:
