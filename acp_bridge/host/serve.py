@@ -361,7 +361,11 @@ class Host:
         entry = HostConversation(self.store, self.store_path, record, self.settings)
         try:
             entry.claim()
-        except (ConversationBusyError, UnsafeFileError, OSError) as exc:
+        except ConversationBusyError as exc:
+            # On a shared store: another live host owns it (a verb may commit for it instead).
+            data = {"acpBridge": {"ownedElsewhere": True}} if self.store.is_shared else None
+            raise RpcError(-32603, str(exc), data) from None
+        except (UnsafeFileError, OSError) as exc:
             raise RpcError(-32603, str(exc)) from None
         self._open[conversation_id] = entry
         return entry
