@@ -150,3 +150,40 @@ def test_a_lost_lease_stops_the_local_turn_at_once_and_the_next_owner_takes_over
         stderr = finish(host, signal.SIGTERM)
     assert "Traceback" not in stderr, stderr
     assert "its lease was lost" in stderr
+
+
+def test_a_run_whose_lease_is_lost_cuts_its_turn_and_ends(pg_url: str, tmp_path: Path) -> None:
+    """``run`` on PostgreSQL: its lease session ended (as a take-over does) -> the turn is cut
+    at once and the run ends, exit 4, saying so; nothing more is written."""
+    import subprocess
+
+    from tests.host.cli_client import ENV
+
+    fifo, ready = tmp_path / "gate", tmp_path / "ready"
+    os.mkfifo(fifo)
+    os.mkfifo(ready)
+    with PgStore.open(pg_url):
+        pass  # the schema, before the run and the test look
+    run = subprocess.Popen(
+        [sys.executable, "-m", "acp_bridge", "run", "--store", pg_url,
+         "-m", f"ready {ready}; gate {fifo}; echo never-recorded", "--", *GATE_AGENT],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=ENV, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        _wait_ready(ready)
+        with PgStore.open(pg_url) as other:
+            (record,) = other.list_conversations()
+            holder = lock_holder(other._data, record.id)
+            assert holder is not None
+            _terminate(pg_url, [holder])
+            stdout, stderr = run.communicate(timeout=60)
+            assert run.returncode == 4, stderr
+            assert "was lost (another host owns it now)" in stderr
+            message = other.get_message(record.id, 1)
+            assert message is not None and message.state.value == "running"  # for the next owner
+            assert "never-recorded" not in stdout
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
