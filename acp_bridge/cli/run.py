@@ -26,7 +26,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Final, TextIO, cast
+from typing import TYPE_CHECKING, Final, TextIO, cast
 
 import anyio
 
@@ -54,7 +54,7 @@ from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
 from acp_bridge.cli.run_recording import open_recording
 from acp_bridge.cli.stdin_messages import read_stdin
-from acp_bridge.cli.store_open import keeping_leases
+from acp_bridge.cli.store_open import keeping_leases, pg_store
 from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.elicitation import declining
 from acp_bridge.client.events import AgentGaveUp
@@ -75,6 +75,9 @@ from acp_bridge.host.owner_endpoint import owner_endpoint
 from acp_bridge.process import killer
 from acp_bridge.process.early import AdoptedProcess
 from acp_bridge.process.spec import AgentSpec
+
+if TYPE_CHECKING:
+    from acp_bridge.pgstore.lease import Lease
 
 __all__ = ["run_resolved"]
 
@@ -131,6 +134,8 @@ class _Interrupts:
     """What the first stop found to stop, for the last line."""
     output: GuardedOutput | None = None
     """stdout, guarded: what ended it, if it ended."""
+    lease_lost: bool = False
+    """The conversation's lease in a shared store was lost (issue 23): the run ends, exit 4."""
     _task_group: anyio.abc.TaskGroup | None = None
 
     async def watch(self) -> None:
@@ -285,6 +290,7 @@ async def _run_agent(
                     ) as conversation:
                         printing.start_soon(printer.run, conversation.subscribe(replay=True))
                         interrupts.conversation = conversation
+                        _stop_when_lease_lost(store, conversation, interrupts)
                         async with owner_endpoint(conversation, store):  # issue 22
                             code = await _drive(
                                 store, conversation, args, interrupts, unsettled, record.paused
@@ -358,6 +364,8 @@ async def _drive(
         conversation.agent.restart_only_if(lambda: _messages_waiting(conversation))
         reason = await conversation.wait_idle()
         tg.cancel_scope.cancel()
+    if interrupts.lease_lost:  # the turn was cut; the next owner records it
+        return EXIT_TURN_FAILED
     if interrupts.stopped.is_set():
         with anyio.move_on_after(conversation.stop_bound_s):
             await conversation.wait_idle()  # the stopped turn closed and was recorded
@@ -365,6 +373,26 @@ async def _drive(
     if reason == "agent_gone" or refused:
         return EXIT_TURN_FAILED
     return await _exit_code(store, conversation.id, judged)
+
+
+def _stop_when_lease_lost(
+    store: Store, conversation: Conversation, interrupts: _Interrupts
+) -> None:
+    """On a shared store (issue 23): when the conversation's lease is lost (another host took
+    it over), cut the running turn at once and end the run (exit 4)."""
+    shared = pg_store(store)
+    if shared is None:
+        return
+
+    def lost(lease: Lease) -> None:
+        if lease.conversation_id != conversation.id or interrupts.lease_lost:
+            return
+        _say(f"the lease of conversation {conversation.id} was lost (another host owns it now)")
+        interrupts.lease_lost = True
+        conversation.lease_lost()
+        interrupts.stopped.set()
+
+    shared.report_lost_here(lost)
 
 
 def _messages_waiting(conversation: Conversation) -> bool:

@@ -40,7 +40,7 @@ from acp_bridge.cli.verb_owner import (
 )
 from acp_bridge.conversation.steers import STEER_ANSWER_TIMEOUT_S
 from acp_bridge.errors import QueueStoreError
-from acp_bridge.host.client import HostClient, text_content
+from acp_bridge.host.client import HostClient, HostRequestError, text_content
 from acp_bridge.host.steering import RESULT_MARGIN_S
 
 __all__ = ["send_command", "steer_outcome_text"]
@@ -59,16 +59,29 @@ async def _send(args: argparse.Namespace) -> int:
             stack, owner.endpoints, store, timeout_s=args.timeout, verb="send"
         )
         if client is not None:
-            for text in args.message:
-                if args.steer:
-                    await _steer(client, record.id, text, args)
-                    continue
-                seq = await client.send(
-                    record.id, text_content(text), interrupt=args.interrupt, label=args.label
-                )
+            for index, text in enumerate(args.message):
+                try:
+                    if args.steer:
+                        await _steer(client, record.id, text, args)
+                        continue
+                    seq = await client.send(
+                        record.id, text_content(text), interrupt=args.interrupt, label=args.label
+                    )
+                except HostRequestError as exc:
+                    if not _owned_elsewhere(exc):
+                        raise
+                    # Issue 23: the host here shares a store with the owner on another host:
+                    # committed to the store, the owner is notified.
+                    args.message = args.message[index:]
+                    return _commit_for_next_owner(args, store, record.id, owner, elsewhere=True)
                 print(seq, flush=True)
             return EXIT_OK
     return _commit_for_next_owner(args, store, record.id, owner)
+
+
+def _owned_elsewhere(exc: HostRequestError) -> bool:
+    data = exc.data.get("acpBridge") if isinstance(exc.data, dict) else None
+    return isinstance(data, dict) and data.get("ownedElsewhere") is True
 
 
 async def _steer(
@@ -123,7 +136,12 @@ _REASONS: Final = {
 
 
 def _commit_for_next_owner(
-    args: argparse.Namespace, store: Path, conversation_id: str, owner: Owner
+    args: argparse.Namespace,
+    store: Path,
+    conversation_id: str,
+    owner: Owner,
+    *,
+    elsewhere: bool = False,
 ) -> int:
     seqs: list[int] = []
     with open_store(store, read_only=False) as opened:
@@ -149,7 +167,12 @@ def _commit_for_next_owner(
         f"{store}, queued for the next owner (acp-bridge run --conversation {conversation_id}, "
         "or a host)"
     )
-    if args.steer:
+    if elsewhere:  # a live owner on another host sharing the store: it is notified
+        text = (
+            f"conversation {conversation_id} is owned by a host elsewhere: message{plural} "
+            f"{which} stored in {store}; its owner is notified"
+        )
+    elif args.steer:
         text += "; not steered: no turn is running here to steer into, so it goes next"
     elif args.interrupt:
         text += "; nothing running here to interrupt, so it goes next"

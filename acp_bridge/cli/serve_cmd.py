@@ -37,6 +37,7 @@ from acp_bridge.cli.store_open import (
     keeping_leases,
     listen_for_sends,
     open_store,
+    pg_store,
     store_place,
     store_spec,
 )
@@ -164,7 +165,11 @@ async def _serve(
             url = plan.url(websocket.port)
             made_now = ", made now: copy it to the clients" if made else ""
             _say(f"listening at {url} (bearer token in {plan.token_file}{made_now})")
-        async with anyio.create_task_group() as tg, keeping_leases(store):
+        shared = pg_store(store)
+        if shared is not None:  # a lost lease stops that conversation's turn at once
+            shared.report_lost_here(lambda lease: host.lease_lost(lease.conversation_id))
+        # The heartbeat outlives the task group: its body only starts the host's tasks.
+        async with keeping_leases(store), anyio.create_task_group() as tg:
             await listen_for_sends(store, host, tg)
 
             async def stop_on_signal() -> None:

@@ -150,9 +150,22 @@ async def listen_for_sends(store: Store, host: Host, task_group: TaskGroup) -> N
     shared = pg_store(store)
     if shared is None:
         return
-    from acp_bridge.pgstore.notify import Listener
+    from acp_bridge.pgstore.notify import CONTROL_CHANNEL, QUEUE_CHANNEL, Listener
 
     def woken(notification: Notification) -> None:
-        task_group.start_soon(host.sent_elsewhere, notification.conversation_id)
+        if notification.channel == CONTROL_CHANNEL:  # a cancel asked through another host
+            task_group.start_soon(host.cancel_asked, notification.conversation_id)
+        else:
+            task_group.start_soon(host.sent_elsewhere, notification.conversation_id)
 
-    await task_group.start(Listener(shared.url, woken, owner_tag=shared.owner_tag).run)
+    def reconnected() -> None:  # what was notified meanwhile is lost: read the store again
+        task_group.start_soon(host.missed_notifications)
+
+    listener = Listener(
+        shared.url,
+        woken,
+        channels=(QUEUE_CHANNEL, CONTROL_CHANNEL),
+        owner_tag=shared.owner_tag,
+        on_reconnected=reconnected,
+    )
+    await task_group.start(listener.run)

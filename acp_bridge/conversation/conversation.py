@@ -175,6 +175,7 @@ class Conversation:
             clock=clock,
         )
         self._hurry = False
+        self._lease_lost = False
         self._closing_wait: anyio.CancelScope | None = None
         self._closed_on_purpose = False
         self._closed_announced = False
@@ -382,13 +383,24 @@ class Conversation:
         if scope is not None:
             scope.deadline = min(scope.deadline, anyio.current_time() + STOP_NOW_WAIT_S)
 
+    def lease_lost(self) -> None:
+        """The conversation's lease in a shared store is lost (issue 23): another host owns
+        it now, and the store refuses every write of ours. The running turn is cut at once
+        (its task cancelled); closing then records nothing and waits for nothing (the new
+        owner finds the message running and ends it failed, recoverable). Never blocks."""
+        self._lease_lost = True
+        self.stop_now()
+        for turn_scope in list(self._turns.tasks.scopes):
+            turn_scope.cancel()
+
     async def shutdown(self) -> None:
         """Close, wait (bounded) for the running turn to close and be recorded, then cut what
         is left. :func:`open_conversation` runs it, shielded, when it exits."""
-        if self._commits.failure is not None:
+        if self._commits.failure is not None or self._lease_lost:
             # The store could not be written (a full disk, say): the running turn's end
             # cannot be recorded either, so it is not waited for, and a message left running
             # is found by the next run (failed, recoverable) as after a crash of the bridge.
+            # A lost lease: the same, by the next owner.
             await self._shutdown_unrecorded()
             return
         await self.act(self._machine.close)

@@ -486,6 +486,19 @@ class HostConversation:
         """Stop the agent (the conversation stays in the store; the next use reopens it)."""
         self._stop.set()
 
+    def lease_lost(self) -> None:
+        """Its lease in a shared store was lost (another host owns it now): the running turn
+        is cut at once and the agent stopped; nothing more is written."""
+        conversation = self.hub.conversation
+        if conversation is not None:
+            conversation.lease_lost()
+        self.stop()
+
+    async def wait_stopped(self) -> None:
+        """Return once the conversation is closed and its agent stopped."""
+        while self._running or self.hub.conversation is not None:
+            await self.hub.changed.wait()
+
     async def _run(self) -> None:
         settings = self._settings
         policy = PermissionPolicy(
@@ -510,6 +523,12 @@ class HostConversation:
                     self._store, agent, self.record, policy=settings.policy
                 ) as conversation:
                     self.agent_state = "running"
+                    if self._store.is_shared:
+                        # Issue 23: what another host committed while this one was opening
+                        # (after the queue was read; its notification found nothing open).
+                        # Open first, so that each later notification finds it.
+                        self.hub.conversation = conversation
+                        await conversation.take_sent_elsewhere()
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self.hub.live, conversation)
                         tg.start_soon(self._idle_stop, conversation)

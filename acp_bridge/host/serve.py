@@ -238,6 +238,47 @@ class Host:
         elif not entry.starting:
             self.task_group.start_soon(self._resume, entry)
 
+    async def cancel_asked(self, conversation_id: str) -> None:
+        """Someone asked through the shared store to cancel the conversation's running turn
+        (``acp-bridge cancel`` on a host that cannot reach this one): cancelled, if this host
+        runs it; the queue goes on."""
+        entry = self._open.get(conversation_id)
+        if entry is not None and entry.hub.conversation is not None:
+            cancelled, seq = await entry.hub.cancel()
+            if cancelled:
+                log.info("%s: message %s cancelled, as asked through the store", entry.id, seq)
+
+    async def missed_notifications(self) -> None:
+        """The shared store's notifications may have been missed (the listener's connection
+        was lost and opened again): every open conversation reads its queue again, and every
+        conversation with unfinished messages nobody owns is taken, as at start-up."""
+        for conversation_id in list(self._open):
+            await self.sent_elsewhere(conversation_id)
+        await self.resume_unfinished()
+
+    def lease_lost(self, conversation_id: str) -> None:
+        """Its lease in the shared store was lost (issue 23: this host was taken over, or
+        its lease session ended): the conversation's turn is cut at once, its agent stopped,
+        and it is forgotten here (its clients detached), so that the next use takes it again
+        if its new owner has gone too. On the event loop's thread
+        (:meth:`PgStore.report_lost_here`)."""
+        entry = self._open.get(conversation_id)
+        if entry is None:
+            return
+        log.warning("%s: its lease was lost (another host owns it now); stopping it", entry.id)
+        entry.lease_lost()
+        if self._task_group is not None:
+            self._task_group.start_soon(self._forget_lost, entry)
+
+    async def _forget_lost(self, entry: HostConversation) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+            await entry.wait_stopped()
+        if self._open.get(entry.id) is entry:
+            del self._open[entry.id]
+            for client in list(entry.hub.attached.values()) + list(entry.hub.watchers.values()):
+                entry.hub.detach(client)
+            entry.release()
+
     async def _resume(self, entry: HostConversation) -> None:
         try:
             await entry.ensure_open(self.task_group)
@@ -320,7 +361,11 @@ class Host:
         entry = HostConversation(self.store, self.store_path, record, self.settings)
         try:
             entry.claim()
-        except (ConversationBusyError, UnsafeFileError, OSError) as exc:
+        except ConversationBusyError as exc:
+            # On a shared store: another live host owns it (a verb may commit for it instead).
+            data = {"acpBridge": {"ownedElsewhere": True}} if self.store.is_shared else None
+            raise RpcError(-32603, str(exc), data) from None
+        except (UnsafeFileError, OSError) as exc:
             raise RpcError(-32603, str(exc)) from None
         self._open[conversation_id] = entry
         return entry

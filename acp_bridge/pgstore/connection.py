@@ -18,6 +18,13 @@ Settings of every connection (:func:`connect`):
 Errors. Every ``psycopg.Error`` becomes :class:`~acp_bridge.errors.QueueStoreError` naming the
 store by its redacted URL and what failed, with any password scrubbed from the driver's text,
 ``from`` the original (:func:`translate`).
+
+Connection loss. When the session itself is gone (the server ended it, the network cut it),
+the error is a :class:`ConnectionLostError`, which says whether the transaction may have
+committed: lost before the commit was sent, the server rolled it back (nothing happened, the
+work may run again on a new session); lost during the commit, nobody knows. The session is
+opened again by :meth:`PgConnection.reconnect` (a store retries within a bound: see
+:mod:`.store`).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from acp_bridge.pgstore.url import redact, scrub
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "IDLE_IN_TRANSACTION_TIMEOUT_S",
+    "ConnectionLostError",
     "PgConnection",
     "connect",
     "translate",
@@ -49,10 +57,30 @@ IDLE_IN_TRANSACTION_TIMEOUT_S: Final = 30
 Cursor = psycopg.Cursor[DictRow]
 
 
-def translate(exc: psycopg.Error, url: str, what: str) -> QueueStoreError:
-    """The QueueStoreError for ``exc``: the store named by its redacted URL, no password."""
+class ConnectionLostError(QueueStoreError):
+    """The session to the server is gone. ``maybe_committed``: it was lost while committing,
+    so the transaction may have committed (running the work again might do it twice)."""
+
+    def __init__(self, message: str, *, maybe_committed: bool) -> None:
+        super().__init__(message)
+        self.maybe_committed = maybe_committed
+
+
+def translate(
+    exc: psycopg.Error,
+    url: str,
+    what: str,
+    conn: psycopg.Connection[Any] | None = None,
+    *,
+    committing: bool = False,
+) -> QueueStoreError:
+    """The QueueStoreError for ``exc``: the store named by its redacted URL, no password; a
+    :class:`ConnectionLostError` when ``conn`` (the session it happened on) is broken."""
     detail = scrub(str(exc).strip() or type(exc).__name__, url)
-    return QueueStoreError(f"{redact(url)}: could not {what}: {detail}")
+    message = f"{redact(url)}: could not {what}: {detail}"
+    if conn is not None and conn.broken:
+        return ConnectionLostError(message, maybe_committed=committing)
+    return QueueStoreError(message)
 
 
 def connect(
@@ -150,15 +178,17 @@ class PgConnection:
             try:
                 yield joined
             except psycopg.Error as exc:
-                raise translate(exc, self._url, what) from exc
+                raise translate(exc, self._url, what, self._conn) from exc
             return
         with self._lock:
             conn = self.raw
+            committing = False
             try:
                 with conn.transaction(), conn.cursor() as cur:
                     yield cur
+                    committing = True  # the block's end commits: a loss now is ambiguous
             except psycopg.Error as exc:
-                raise translate(exc, self._url, what) from exc
+                raise translate(exc, self._url, what, conn, committing=committing) from exc
 
     @contextmanager
     def session(self, what: str) -> Iterator[Cursor]:
@@ -170,7 +200,38 @@ class PgConnection:
                 with conn.cursor() as cur:
                     yield cur
             except psycopg.Error as exc:
-                raise translate(exc, self._url, what) from exc
+                # autocommit: a statement lost in flight may have run (ambiguous)
+                raise translate(exc, self._url, what, conn, committing=True) from exc
+
+    @property
+    def in_batch(self) -> bool:
+        """True inside this thread's :meth:`batch` (its transactions are the batch's)."""
+        return self._batch_thread == threading.get_ident()
+
+    @property
+    def is_broken(self) -> bool:
+        """True when the session was lost (the server ended it, or the network)."""
+        conn = self._conn
+        return conn is not None and conn.broken
+
+    def reconnect(self) -> bool:
+        """Open the session again, with the same URL and owner tag, if it was lost (its
+        advisory locks are gone with the old one); True if it did. Not inside a batch.
+
+        Raises:
+            QueueStoreError: the server cannot be reached (yet).
+            ResourceClosedError: the connection was closed on purpose.
+        """
+        with self._lock:
+            old = self._conn
+            if old is None:
+                raise ResourceClosedError(f"the store connection to {self.name} is closed")
+            if not old.broken:
+                return False  # another thread opened it again already
+            fresh = connect(self._url, owner_tag=self.owner_tag)
+            self._conn = fresh
+            old.close()
+            return True
 
     def close(self) -> None:
         """Close the session (the server releases its advisory locks). Idempotent."""

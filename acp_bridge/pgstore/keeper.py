@@ -7,11 +7,14 @@ keeps its session and its advisory locks) and how another host uses it.
 thread. A lease whose generation moved on is reported through ``on_lost`` and forgotten; the
 host must stop that conversation's turn at once (its writes would be fenced anyway). When the
 lease session itself fails (the server ended it: every advisory lock on it is gone), every
-lease is reported lost and :meth:`LeaseKeeper.run` raises the error.
+lease is reported lost, and :meth:`LeaseKeeper.run` opens the session again (within
+:data:`~.retry.RECONNECT_BOUND_S`) and goes on: the host keeps serving, and may own
+conversations again.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -19,8 +22,9 @@ import anyio
 from anyio.abc import TaskStatus
 
 from acp_bridge.errors import QueueStoreError
-from acp_bridge.pgstore.connection import PgConnection
+from acp_bridge.pgstore.connection import ConnectionLostError, PgConnection
 from acp_bridge.pgstore.lease import HEARTBEAT_INTERVAL_S, Lease, heartbeat
+from acp_bridge.pgstore.retry import RECONNECT_BOUND_S, reopen
 
 __all__ = ["LeaseKeeper"]
 
@@ -68,10 +72,19 @@ class LeaseKeeper:
         return lost
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Beat every ``interval_s`` until cancelled (or the lease session fails)."""
+        """Beat every ``interval_s`` until cancelled. A lease session found lost (every lease
+        on it reported lost) is opened again, within the reconnect bound.
+
+        Raises:
+            QueueStoreError: the lease session failed otherwise, or could not be opened again.
+        """
         task_status.started()
         while True:
-            await self.beat()
+            try:
+                await self.beat()
+            except ConnectionLostError as exc:
+                deadline = time.monotonic() + RECONNECT_BOUND_S
+                await anyio.to_thread.run_sync(partial(reopen, self._conn, exc, deadline=deadline))
             await anyio.sleep(self._interval_s)
 
     def _lose(self, lost: list[Lease]) -> None:

@@ -7,7 +7,9 @@ Two channels, the conversation id as the payload:
 - :data:`QUEUE_CHANNEL`: a message was added (:meth:`.queue.PgQueue.add_message` notifies in its
   own transaction, so the notification is delivered when, and only if, the message is
   committed);
-- :data:`EVENTS_CHANNEL`: events were appended to the conversation's log.
+- :data:`EVENTS_CHANNEL`: events were appended to the conversation's log;
+- :data:`CONTROL_CHANNEL`: someone on another host asks the owner to cancel the running turn
+  (``acp-bridge cancel`` with no owner reachable where it runs; :func:`notify_cancel`).
 
 A notification is a hint, never the truth: the tables are. Notifications sent while a listener
 was not connected are lost, so whoever (re)starts listening reads the queue once afterwards
@@ -22,7 +24,9 @@ the pipe, which wakes the thread at once.
 
 Shutdown sequence of :meth:`Listener.run`: cancelled, a task of its own writes the stop byte;
 the worker thread (never abandoned) sees it and returns at once; then the pipe and the
-connection are closed. A lost connection ends the thread with the error, raised by ``run``.
+connection are closed. A lost connection ends the thread with the error, raised by ``run``,
+or, given ``on_reconnected``, the connection is opened again (within a bound) and
+``on_reconnected`` told, so its caller reads what it may have missed.
 """
 
 from __future__ import annotations
@@ -39,18 +43,25 @@ from psycopg import sql
 
 from acp_bridge.errors import QueueStoreError
 from acp_bridge.pgstore.connection import Cursor, connect, translate
+from acp_bridge.pgstore.retry import RECONNECT_BOUND_S
 from acp_bridge.record import record
 
 __all__ = [
+    "CONTROL_CHANNEL",
     "EVENTS_CHANNEL",
     "QUEUE_CHANNEL",
     "Listener",
     "Notification",
+    "notify_cancel",
     "notify_queue",
 ]
 
+_FIRST_DELAY_S: Final = 0.05
+_MAX_DELAY_S: Final = 1.0
+
 QUEUE_CHANNEL: Final = "acp_bridge_queue"
 EVENTS_CHANNEL: Final = "acp_bridge_events"
+CONTROL_CHANNEL: Final = "acp_bridge_control"
 
 
 @record
@@ -66,6 +77,12 @@ def notify_queue(cur: Cursor, conversation_id: str) -> None:
     cur.execute("SELECT pg_notify(%s, %s)", (QUEUE_CHANNEL, conversation_id))
 
 
+def notify_cancel(cur: Cursor, conversation_id: str) -> None:
+    """In the caller's transaction: ask the conversation's owner to cancel its running turn,
+    when it commits."""
+    cur.execute("SELECT pg_notify(%s, %s)", (CONTROL_CHANNEL, conversation_id))
+
+
 class Listener:
     """Listens on ``channels`` of the database at ``url``; calls ``on_notify`` on the event
     loop's thread for each notification. Start with ``await tg.start(listener.run)``: it
@@ -78,20 +95,50 @@ class Listener:
         *,
         channels: Sequence[str] = (QUEUE_CHANNEL,),
         owner_tag: str = "",
+        on_reconnected: Callable[[], None] | None = None,
     ) -> None:
         self._url = url
         self._on_notify = on_notify
+        self._on_reconnected = on_reconnected
         self._channels = tuple(channels)
         self._owner_tag = owner_tag
         # The one thread of this listener: never a token of the shared worker-thread pool.
         self._limiter = anyio.CapacityLimiter(1)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Listen until cancelled.
+        """Listen until cancelled. With ``on_reconnected``, a lost connection is opened again
+        (within :data:`~.retry.RECONNECT_BOUND_S`), and ``on_reconnected`` called once the
+        LISTEN is back in place: notifications sent meanwhile are lost, so it reads what it
+        may have missed.
 
         Raises:
-            QueueStoreError: the connection could not be opened, or was lost.
+            QueueStoreError: the connection could not be opened, or was lost (and, with
+                ``on_reconnected``, could not be opened again within the bound).
         """
+        conn = await self._open()
+        task_status.started()
+        while True:
+            failure = await self._listen(conn)
+            if failure is None:
+                return
+            if self._on_reconnected is None:
+                raise failure
+            conn = await self._reopen(failure)
+            self._on_reconnected()
+
+    async def _reopen(self, failure: QueueStoreError) -> psycopg.Connection[Any]:
+        deadline = anyio.current_time() + RECONNECT_BOUND_S
+        delay = _FIRST_DELAY_S
+        while True:
+            try:
+                return await self._open()
+            except QueueStoreError as exc:
+                if anyio.current_time() + delay > deadline:
+                    raise failure from exc
+            await anyio.sleep(delay)
+            delay = min(delay * 2, _MAX_DELAY_S)
+
+    async def _open(self) -> psycopg.Connection[Any]:
         opened: list[psycopg.Connection[Any]] = []
         try:
             await anyio.to_thread.run_sync(self._connect, opened, limiter=self._limiter)
@@ -99,13 +146,16 @@ class Listener:
             for conn in opened:  # cancelled while connecting: the thread finished all the same
                 conn.close()
             raise
-        conn = opened[0]
+        return opened[0]
+
+    async def _listen(self, conn: psycopg.Connection[Any]) -> QueueStoreError | None:
+        """Pump ``conn``'s notifications until cancelled (None) or the connection fails (the
+        error); closes it either way."""
         wake_r, wake_w = os.pipe()
         failure: QueueStoreError | None = None
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_wake_when_cancelled, wake_w)
-                task_status.started()
                 # Not abandoned on cancel: the cancelled waker wakes the thread, which returns.
                 failure = await anyio.to_thread.run_sync(
                     self._pump, conn, wake_r, limiter=self._limiter
@@ -115,8 +165,7 @@ class Listener:
             os.close(wake_r)
             os.close(wake_w)
             conn.close()
-        if failure is not None:
-            raise failure
+        return failure
 
     def _connect(self, opened: list[psycopg.Connection[Any]]) -> None:
         """In a worker thread: open the connection and LISTEN on every channel."""

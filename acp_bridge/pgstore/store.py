@@ -25,6 +25,11 @@ trip to commit). :meth:`PgStore.commit_now_if_free` always declines: a commit ac
 connection waits for the server, so it never runs on an event loop's thread; the caller takes
 the slow way (a batch in a worker thread), as with a SQLite store that fsyncs every commit.
 
+Connection loss. A data session lost under a call (the server ended it, the network) is
+opened again and the call run again, within :data:`~.retry.RECONNECT_BOUND_S`
+(:mod:`.retry`): a turn goes on. A lost lease session loses every lease held on it (the
+server released their locks); :meth:`PgStore.own` and the keeper open it again.
+
 Catalog order. "Most recently updated first, ties: the one created last" uses the
 conversations' ``lock_key`` (an identity: creation order) for the ties, as SQLite uses its
 rowid.
@@ -32,14 +37,21 @@ rowid.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial, wraps
 from types import TracebackType
-from typing import Any, Self, Unpack
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar, Unpack
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from acp_bridge.conversation.queue_states import MessageRecord, MessageState
 from acp_bridge.conversation.records import (
@@ -54,15 +66,33 @@ from acp_bridge.conversation.records import (
 from acp_bridge.conversation.store_api import ConversationOwnedError
 from acp_bridge.conversation.store_catalog import ConversationChanges, LogEntry
 from acp_bridge.errors import UnknownConversationError
-from acp_bridge.pgstore.connection import PgConnection
+from acp_bridge.pgstore.connection import ConnectionLostError, PgConnection
 from acp_bridge.pgstore.conversations import PgConversations
 from acp_bridge.pgstore.keeper import LeaseKeeper
 from acp_bridge.pgstore.lease import Lease, LeaseLostError, acquire, lock_holder, release
+from acp_bridge.pgstore.notify import notify_cancel
 from acp_bridge.pgstore.queue import PgQueue
+from acp_bridge.pgstore.retry import RECONNECT_BOUND_S, reopen, retrying
 from acp_bridge.pgstore.schema import migrate
 from acp_bridge.pgstore.sql import begin_fenced, decode
 
 __all__ = ["ConversationOwnedError", "PgStore", "host_tag"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _retried(
+    method: Callable[Concatenate[PgStore, _P], _T],
+) -> Callable[Concatenate[PgStore, _P], _T]:
+    """A data-session call of the store, run again on a new session when the session is lost
+    under it (:func:`~.retry.retrying`)."""
+
+    @wraps(method)
+    def call(self: PgStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return retrying(self._data, partial(method, self, *args, **kwargs))
+
+    return call
 
 
 def host_tag() -> str:
@@ -165,12 +195,28 @@ class PgStore:
 
     def own(self, conversation_id: str) -> Lease:
         """Take (or keep) this host's lease of the conversation, taking over from an owner
-        whose heartbeat is stale; forgets an earlier loss.
+        whose heartbeat is stale; forgets an earlier loss. A lease session found lost loses
+        every lease held on it and is opened again (within the reconnect bound).
 
         Raises:
             ConversationOwnedError: another live host owns it.
             UnknownConversationError: no such conversation.
+            QueueStoreError: the server cannot be reached.
         """
+        try:
+            return self._own(conversation_id)
+        except ConnectionLostError as exc:
+            self._lease_session_lost(exc)
+        return self._own(conversation_id)
+
+    def _lease_session_lost(self, exc: ConnectionLostError) -> None:
+        """The lease session is gone, and every advisory lock with it: each lease held is
+        lost (reported); the session is opened again."""
+        for lease in self.leases:
+            self.lost(lease)
+        reopen(self._lease_conn, exc, deadline=time.monotonic() + RECONNECT_BOUND_S)
+
+    def _own(self, conversation_id: str) -> Lease:
         with self._leases_lock:
             held = self._held.get(conversation_id)
             if held is not None:
@@ -216,16 +262,40 @@ class PgStore:
         with self._leases_lock:
             self._lost_listeners.append(listener)
 
+    def report_lost_here(self, listener: Callable[[Lease], None]) -> None:
+        """Call ``listener`` with each lease this store loses, on the thread of the event loop
+        this is called from, whichever thread found out (the keeper, or a worker thread whose
+        write was fenced). Call it from that event loop."""
+        token = anyio.lowlevel.current_token()
+        loop_thread = threading.get_ident()
+
+        def report(lease: Lease) -> None:
+            if threading.get_ident() == loop_thread:
+                listener(lease)
+                return
+            with contextlib.suppress(RuntimeError):  # the event loop has ended
+                anyio.from_thread.run_sync(listener, lease, token=token)
+
+        self.on_lost(report)
+
     @property
     def keeper(self) -> LeaseKeeper:
         """The heartbeat of this store's leases: run it (``await tg.start(keeper.run)``) for as
         long as the host owns conversations. A lease it finds lost is :meth:`lost`."""
         return self._keeper
 
+    @_retried
     def is_owned(self, conversation_id: str) -> bool:
         """True while some live session (of any host, this one included) holds the
         conversation's lease."""
         return lock_holder(self._data, conversation_id) is not None
+
+    @_retried
+    def request_cancel(self, conversation_id: str) -> None:
+        """Ask the conversation's owner, on whichever host, to cancel its running turn
+        (committed on return; the owner's listener acts on it: :data:`.notify.CONTROL_CHANNEL`)."""
+        with self._data.transaction(f"ask the owner of {conversation_id!r} to cancel") as cur:
+            notify_cancel(cur, conversation_id)
 
     @property
     def leases(self) -> list[Lease]:
@@ -252,6 +322,7 @@ class PgStore:
 
     # -- conversations and event logs ------------------------------------------------------------
 
+    @_retried
     def create_conversation(
         self,
         conversation_id: str | None = None,
@@ -275,13 +346,16 @@ class PgStore:
             now=now,
         )
 
+    @_retried
     def get_conversation(self, conversation_id: str) -> ConversationRecord | None:
         return self._conversations.get_conversation(conversation_id)
 
+    @_retried
     def latest_conversation(self) -> ConversationRecord | None:
         found = self._list("LIMIT 1")
         return found[0] if found else None
 
+    @_retried
     def latest_resumable(
         self, cwd: str | None, argv: Sequence[str] | None = None
     ) -> ConversationRecord | None:
@@ -297,9 +371,11 @@ class PgStore:
                     return record
             return None
 
+    @_retried
     def list_conversations(self) -> list[ConversationRecord]:
         return self._list("")
 
+    @_retried
     def conversation_summaries(self) -> list[ConversationSummary]:
         with self._data.transaction("list conversations") as cur:
             cur.execute(
@@ -313,6 +389,7 @@ class PgStore:
             records = [decode(self._name, conversation_from_row, row) for row in cur.fetchall()]
         return [ConversationSummary(record, counts.get(record.id, {})) for record in records]
 
+    @_retried
     def find_conversations(self, prefix: str) -> list[str]:
         with self._data.transaction("find a conversation") as cur:
             cur.execute("SELECT id FROM conversations WHERE id = %s", (prefix,))
@@ -324,6 +401,7 @@ class PgStore:
             )
             return [str(row["id"]) for row in cur.fetchall()]
 
+    @_retried
     def delete_conversation(self, conversation_id: str) -> bool:
         """Delete a conversation with its messages and events (its owner row with it); False
         when there was none. Takes the lease first, so a conversation a live host owns is
@@ -340,27 +418,32 @@ class PgStore:
         finally:
             self.disown(conversation_id)
 
+    @_retried
     def update_conversation(
         self, conversation_id: str, *, now: float, **changes: Unpack[ConversationChanges]
     ) -> ConversationRecord:
         with self._fenced(conversation_id) as lease:
             return self._conversations.update_conversation(lease, now=now, **changes)
 
+    @_retried
     def add_event(
         self, conversation_id: str, kind: str, data: Any, *, seq: int | None = None, now: float
     ) -> int:
         with self._fenced(conversation_id) as lease:
             return self._conversations.add_event(lease, kind, data, seq=seq, now=now)
 
+    @_retried
     def add_events(self, conversation_id: str, entries: Sequence[LogEntry], *, now: float) -> None:
         with self._fenced(conversation_id) as lease:
             self._conversations.add_events(lease, entries, now=now)
 
+    @_retried
     def events(
         self, conversation_id: str, after_id: int = 0, limit: int | None = None
     ) -> list[EventRecord]:
         return self._conversations.events(conversation_id, after_id, limit)
 
+    @_retried
     def last_event_id(self, conversation_id: str) -> int:
         with self._data.transaction("read the last event") as cur:
             cur.execute(
@@ -372,23 +455,29 @@ class PgStore:
 
     # -- the queue -------------------------------------------------------------------------------
 
+    @_retried
     def next_queued(self, conversation_id: str) -> StoredMessage | None:
         return self._queue.next_queued(conversation_id)
 
+    @_retried
     def queued(self, conversation_id: str) -> list[StoredMessage]:
         return self._queue.queued(conversation_id)
 
+    @_retried
     def messages(
         self, conversation_id: str, states: Iterable[MessageState | str] | None = None
     ) -> list[StoredMessage]:
         return self._queue.messages(conversation_id, states)
 
+    @_retried
     def queue_state(self, conversation_id: str) -> tuple[list[MessageRecord], dict[int, list[Any]]]:
         return self._queue.queue_state(conversation_id)
 
+    @_retried
     def get_message(self, conversation_id: str, seq: int) -> StoredMessage | None:
         return self._queue.get_message(conversation_id, seq)
 
+    @_retried
     def add_message(
         self,
         conversation_id: str,
@@ -412,6 +501,7 @@ class PgStore:
             now=now,
         )
 
+    @_retried
     def mark_running(
         self,
         conversation_id: str,
@@ -423,6 +513,7 @@ class PgStore:
         with self._fenced(conversation_id) as lease:
             return self._queue.mark_running(lease, seq, now=now, event=event)
 
+    @_retried
     def finish(
         self,
         conversation_id: str,
@@ -454,12 +545,14 @@ class PgStore:
                 steered_into=steered_into,
             )
 
+    @_retried
     def requeue(
         self, conversation_id: str, seq: int, *, next: bool, now: float, unpause: bool = False
     ) -> bool:
         with self._fenced(conversation_id) as lease:
             return self._queue.requeue(lease, seq, next=next, now=now, unpause=unpause)
 
+    @_retried
     def steer_refused(
         self,
         conversation_id: str,
@@ -472,12 +565,14 @@ class PgStore:
         with self._fenced(conversation_id) as lease:
             return self._queue.steer_refused(lease, seq, behind=behind, now=now, event=event)
 
+    @_retried
     def recover_after_crash(self, conversation_id: str, *, now: float) -> list[int]:
         with self._fenced(conversation_id) as lease:
             return self._queue.recover_after_crash(lease, now=now)
 
     # -- copying -------------------------------------------------------------------------------
 
+    @_retried
     def import_conversation(
         self,
         record: ConversationRecord,

@@ -134,7 +134,11 @@ def test_a_stopped_owner_is_taken_over_and_writes_nothing_after_it_continues(
             holder.stdin.write("go\n")
             holder.stdin.flush()
             outcome = json.loads(holder.stdout.readline())
-            assert outcome == {"old_session": "QueueStoreError", "new_session": "LeaseLostError"}
+            # its old session was ended by the take-over; a new one is fenced
+            assert outcome == {
+                "old_session": "ConnectionLostError",
+                "new_session": "LeaseLostError",
+            }
             assert holder.wait(timeout=60) == 0
         finally:
             holder.send_signal(signal.SIGCONT)
