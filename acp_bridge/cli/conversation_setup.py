@@ -32,7 +32,7 @@ from acp_bridge.client.permissions import PermissionPolicy
 from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.reconcile import reconcile
 from acp_bridge.conversation.records import ConversationRecord
-from acp_bridge.conversation.store_api import Store
+from acp_bridge.conversation.store_api import Store, iter_events
 from acp_bridge.core.turn_machine import TurnTimings
 from acp_bridge.errors import ConfigMismatchError, QueueStoreError, UnsafeFileError
 from acp_bridge.process.policy import RestartPolicy
@@ -211,7 +211,7 @@ def _conversation(
         record,
         cwd=cwd,  # without --cwd, the current directory: never quietly somewhere else
         mcp_servers=_mcp_servers_now(agent, record),
-        history=store.events(record.id),
+        history=iter_events(store, record.id),  # read only if a server was removed
     )
     return record
 

@@ -41,7 +41,7 @@ from acp_bridge.cli.owner import ConversationBusyError, ConversationOwner
 from acp_bridge.cli.store_open import open_store, place_of_args, url_at
 from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.records import ConversationRecord, StoredMessage
-from acp_bridge.conversation.store_api import Store
+from acp_bridge.conversation.store_api import Store, iter_events
 from acp_bridge.conversation.transcript import REPLY_LIMIT_BYTES
 from acp_bridge.errors import QueueStoreError, UnsafeFileError
 from acp_bridge.host.owner import conversation_owner
@@ -137,7 +137,7 @@ def _show(args: argparse.Namespace) -> int:
 def _steering_events(store: Store, conversation_id: str) -> dict[int, list[dict[str, Any]]]:
     """The ``steered`` and ``steer_fallback`` events of the log, by message, oldest first."""
     found: dict[int, list[dict[str, Any]]] = {}
-    for entry in store.events(conversation_id):
+    for entry in iter_events(store, conversation_id):
         if entry.kind in _STEERING_EVENTS and entry.seq is not None:
             data = entry.data if isinstance(entry.data, dict) else {}
             found.setdefault(entry.seq, []).append({"event": entry.kind, "ts": entry.ts, **data})

@@ -52,6 +52,8 @@ def servers_used(servers: Iterable[str], history: Iterable[Any]) -> set[str]:
         if name
     }
     used: set[str] = set()
+    if not patterns:
+        return used  # nothing to look for: the history (maybe long, maybe lazy) is not read
     for event in history:
         data = getattr(event, "data", event) or {}
         tool = data.get("toolCall") or data.get("tool_call") or {}

@@ -27,7 +27,7 @@ fields, ResourceClosedError after :meth:`Store.close`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Protocol, Self, Unpack, runtime_checkable
@@ -43,7 +43,7 @@ from acp_bridge.conversation.records import (
 from acp_bridge.conversation.store_catalog import ConversationChanges, LogEntry
 from acp_bridge.errors import QueueStoreError
 
-__all__ = ["ConversationOwnedError", "SharedStore", "Store"]
+__all__ = ["EVENT_PAGE", "ConversationOwnedError", "SharedStore", "Store", "iter_events"]
 
 
 class ConversationOwnedError(QueueStoreError):
@@ -250,3 +250,23 @@ class SharedStore(Store, Protocol):
     def owns(self, conversation_id: str) -> bool:
         """True while this host holds the conversation's lease (as far as it knows)."""
         ...
+
+
+EVENT_PAGE = 1000
+"""How many log entries :func:`iter_events` reads at a time."""
+
+
+def iter_events(
+    store: Store, conversation_id: str, *, page: int = EVENT_PAGE
+) -> Iterator[EventRecord]:
+    """The conversation's whole event log, oldest first, read a page at a time: the log holds
+    every update of every turn (a 50,000-chunk turn is 50,000 entries), so reading it whole
+    costs memory in proportion to the history. Nothing is read until the first entry is
+    asked for."""
+    after = 0
+    while True:
+        entries = store.events(conversation_id, after, page)
+        yield from entries
+        if len(entries) < page:
+            return
+        after = entries[-1].id
