@@ -219,6 +219,7 @@ class Conversation:
             # meanwhile (else it would sit queued in the store, unknown to this process, and
             # its caller, not told its seq, might send it again).
             with anyio.CancelScope(shield=True):
+                await self._take_committed_before(record.seq)
                 self._turns.prompts[record.seq] = blocks
                 await self.emit("queued", {"seq": record.seq, "interrupt": interrupt})
                 await self._perform(self._machine.send(record.seq, interrupt=interrupt))
@@ -228,8 +229,8 @@ class Conversation:
         async with self._acting:  # one step, as for a send: see send()
             if self._machine.is_closed:
                 raise ResourceClosedError(f"{self.id}: send() after the conversation was closed")
-            unavailable = self._steers.unavailable()
-            joinable = (unavailable or self._machine.steer_unavailable()) is None
+            unavailable = self._steers.unavailable() or self._machine.steer_unavailable()
+            joinable = unavailable is None
             behind = () if joinable else self._machine.fallback_behind()
             record = await self._db(
                 self._store.add_message,
@@ -242,8 +243,11 @@ class Conversation:
                 now=self._clock(),
             )
             with anyio.CancelScope(shield=True):  # committed: see send()
+                await self._take_committed_before(record.seq)
                 self._turns.prompts[record.seq] = blocks
                 await self.emit("queued", {"seq": record.seq, "interrupt": False, "steer": True})
+                # What was decided before the commit stands (a message taken just above may
+                # have started a turn meanwhile).
                 actions = self._machine.steer(record.seq, unavailable=unavailable)
                 first = actions[0]
                 # What was committed is what the machine decided (one step, under the lock).
@@ -287,24 +291,38 @@ class Conversation:
     async def take_sent_elsewhere(self) -> list[int]:
         """Queue the messages another host committed to a shared store (issue 23: its
         notification woke us): every queued message of the store this conversation has not
-        seen, in the store's order. Returns their seqs. A message committed with a seq below
-        one this conversation already queued itself stays in the store, queued, for the next
-        owner (it cannot overtake a message prompted meanwhile)."""
+        seen, in seq order. Returns their seqs."""
         async with self._acting:
             if self._machine.is_closed:
                 return []
-            stored = await self._db(self._store.queued, self.id)
-            known = {record.seq for record in self._machine.messages()}
-            taken = []
             with anyio.CancelScope(shield=True):  # what is read is queued here, all of it
-                for message in stored:
-                    if message.seq in known or message.seq < self._machine.next_seq:
-                        continue
-                    self._turns.prompts[message.seq] = list(message.content)
-                    await self.emit("queued", {"seq": message.seq, "interrupt": False})
-                    await self._perform(self._machine.send(message.seq))
-                    taken.append(message.seq)
-            return taken
+                return await self._take_committed_before(None)
+
+    async def _take_committed_before(self, seq: int | None) -> list[int]:
+        """Queue the messages committed elsewhere (a shared store) with a seq below ``seq``
+        (None: any) that this conversation has not seen, in seq order; under ``_acting``.
+
+        A shared store numbers a conversation's messages under its row lock, so seq order is
+        commit order: when this process commits message ``seq`` past its machine's next seq,
+        the ones between were committed before it by other hosts, and their notifications
+        may not have arrived yet. They are taken first, so FIFO holds across hosts and none
+        is left behind (the machine accepts only increasing seqs)."""
+        first = self._machine.next_seq
+        if seq is not None and seq <= first:
+            return []  # no gap: nothing was committed elsewhere meanwhile
+        stored = await self._db(self._store.queued, self.id)
+        known = {record.seq for record in self._machine.messages()}
+        taken = []
+        for message in sorted(stored, key=lambda m: m.seq):
+            if message.seq in known or message.seq < first:
+                continue
+            if seq is not None and message.seq >= seq:
+                break
+            self._turns.prompts[message.seq] = list(message.content)
+            await self.emit("queued", {"seq": message.seq, "interrupt": False})
+            await self._perform(self._machine.send(message.seq))
+            taken.append(message.seq)
+        return taken
 
     async def close(self) -> None:
         """Close the conversation on purpose (``session/close``): no new turn starts from now

@@ -198,6 +198,46 @@ async def test_a_message_running_when_the_bridge_died_fails_and_the_queue_goes_o
     assert failed["seq"] == 2 and failed["recoverable"] is True
 
 
+async def test_a_message_committed_elsewhere_before_a_local_send_goes_first(
+    tmp_path: Path,
+) -> None:
+    """Issue 23: another host committed message 2 (a shared store numbers a conversation's
+    messages in commit order) and its notification has not arrived when this owner commits
+    message 3: 2 is queued first, never left behind for the next owner."""
+    async with conversation(tmp_path, fake("echo_agent.py")) as (conv, store, seen):
+        await conv.send("echo one")
+        assert await idle(conv) == "drained"
+        elsewhere = QueueStore.open(tmp_path / "q.db")
+        try:
+            elsewhere.add_message(conv.id, [{"type": "text", "text": "echo two"}], now=2.0)
+        finally:
+            elsewhere.close()
+        assert await conv.send("echo three") == 3
+        assert await idle(conv) == "drained"
+        assert finals(store) == {1: "done", 2: "done", 3: "done"}
+        assert await conv.take_sent_elsewhere() == []  # its notification, late: nothing new
+    assert started(seen) == [1, 2, 3]
+
+
+async def test_a_steer_committed_after_a_message_from_elsewhere_falls_back_behind_it(
+    tmp_path: Path,
+) -> None:
+    async with conversation(tmp_path, fake("echo_agent.py")) as (conv, store, seen):
+        await conv.send("echo one")
+        assert await idle(conv) == "drained"
+        elsewhere = QueueStore.open(tmp_path / "q.db")
+        try:
+            elsewhere.add_message(conv.id, [{"type": "text", "text": "echo two"}], now=2.0)
+        finally:
+            elsewhere.close()
+        assert await conv.send("echo three", steer=True) == 3
+        assert await idle(conv) == "drained"
+        assert finals(store) == {1: "done", 2: "done", 3: "done"}
+    assert started(seen) == [1, 2, 3]
+    fallback = next(e for e in seen if e["event"] == "steer_fallback")
+    assert fallback["seq"] == 3
+
+
 async def test_a_stop_during_an_automatic_restart_wins(tmp_path: Path) -> None:
     slow_restart = ClientOptions(
         restart=RestartPolicy(first_delay_s=0.3, initial_delay_s=0.3, max_delay_s=1),
