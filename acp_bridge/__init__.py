@@ -40,6 +40,9 @@ _EXPORTS = {
     "ShutdownTimeouts": "acp_bridge.process.launcher",
     "PermissionPolicy": "acp_bridge.client.permissions",
     "PermissionMode": "acp_bridge.client.permissions",
+    "ElicitationHandler": "acp_bridge.client.elicitation",
+    "ElicitationRequest": "acp_bridge.wire.elicitation",
+    "ElicitationResponse": "acp_bridge.wire.elicitation",
     "Session": "acp_bridge.client.session",
     "Turn": "acp_bridge.client.turn",
     "TurnTimings": "acp_bridge.core.turn_machine",
@@ -98,6 +101,9 @@ __all__ = [  # noqa: RUF022  (grouped by level, as _EXPORTS are, not sorted)
     "ShutdownTimeouts",
     "PermissionPolicy",
     "PermissionMode",
+    "ElicitationHandler",
+    "ElicitationRequest",
+    "ElicitationResponse",
     "Session",
     "Turn",
     "TurnTimings",
@@ -145,6 +151,7 @@ __all__ = [  # noqa: RUF022  (grouped by level, as _EXPORTS are, not sorted)
 ]
 
 if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads them
+    from acp_bridge.client.elicitation import ElicitationHandler
     from acp_bridge.client.events import (
         AgentExited,
         AgentGaveUp,
@@ -189,6 +196,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ loads the
     from acp_bridge.process.spec import AgentSpec
     from acp_bridge.rpc.peer import JsonRpcPeer
     from acp_bridge.wire.acp import PromptResponse
+    from acp_bridge.wire.elicitation import ElicitationRequest, ElicitationResponse
 
 
 def __getattr__(name: str) -> Any:
