@@ -703,7 +703,15 @@ def render(raw: dict[str, Any]) -> str:
 
 
 def section(doc: Path | None, runs: int) -> Any:
-    """The suite ``pg`` of ``scripts/bench.py`` (``scripts/bench/sections.py``)."""
+    """The suite ``pg`` of ``scripts/bench.py`` (``scripts/bench/sections.py``); skipped,
+    saying why, where no PostgreSQL server can be started."""
+    sys.path.insert(0, str(ROOT))
+    from tests.pg_server import no_server_reason
+
+    reason = no_server_reason()
+    if reason is not None:
+        progress(f"  skipped: {reason}")
+        return None
     raw = run_all(Plan(runs=runs))
     if doc:
         write_section(doc, "bench_pg", render(raw), INTRO)
