@@ -140,6 +140,12 @@ def section_ws(doc: Path | None, runs: int, lines: int = 50_000) -> Any:
     return [{"backend": b, "transport": t, "seconds": s} for b, t, s in results]
 
 
+def section_pg(doc: Path | None, runs: int) -> Any:
+    from scripts.bench import bench_pg  # imports psycopg only when it runs
+
+    return bench_pg.section(doc, runs)
+
+
 SECTIONS: list[tuple[str, Callable[[Path | None, int], Any]]] = [
     ("rpc", section_rpc),
     ("client", section_client),
@@ -149,5 +155,6 @@ SECTIONS: list[tuple[str, Callable[[Path | None, int], Any]]] = [
     ("host", section_host),
     ("steer", section_steer),
     ("ws", section_ws),
+    ("pg", section_pg),
 ]
 """The per-script suites a full run re-runs, each rewriting its own section of the doc."""

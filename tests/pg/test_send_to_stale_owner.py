@@ -1,0 +1,77 @@
+"""Issue 23, found while writing the take-over benchmark: a message sent while its owner is
+unreachable but its lease still looks held waits for the next ask, however long.
+
+Host A owns a conversation and is stopped (SIGSTOP: a host whose machine vanished keeps its
+database sessions, and so its lease, until the server notices). A message is sent through host
+B: B does not own the conversation (A's heartbeat is fresh), so it is committed to the store
+(``acp-bridge send`` does so on B's ``ownedElsewhere``) and B is notified, and refuses again.
+Once A's heartbeat is stale (``STALE_AFTER_S``), a host asked for the conversation takes it
+over (``tests/pg/test_partition_pg.py`` asks with a ``pg_notify`` of its own); but nobody asks:
+the message stays queued until another message is sent or a host starts. Expected: a live
+host takes the conversation once its owner is stale and runs the message, unasked.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from acp_bridge.host.client import text_content
+from acp_bridge.pgstore.lease import STALE_AFTER_S
+from acp_bridge.pgstore.notify import EVENTS_CHANNEL
+from acp_bridge.pgstore.store import PgStore
+from tests.host.cli_client import agent, finish, start_serve
+from tests.pg.test_serve_pg import wait_for_state
+
+
+def _wait_state_until(
+    url: str, store: PgStore, conversation_id: str, seq: int, state: str, deadline_s: float
+) -> str | None:
+    """Message ``seq``'s state once it is ``state`` or ``deadline_s`` passed (woken by the
+    event log's notifications)."""
+    deadline = time.monotonic() + deadline_s
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+        while True:
+            message = store.get_message(conversation_id, seq)
+            found = None if message is None else message.state.value
+            left = deadline - time.monotonic()
+            if found == state or left <= 0:
+                return found
+            for _ in conn.notifies(timeout=min(left, 1.0)):
+                break
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 23: a message committed while its owner's lease looked held is not run once "
+    "the owner is stale, until something asks for the conversation again",
+)
+def test_a_message_sent_while_the_owner_is_unreachable_runs_once_the_owner_is_stale(
+    pg_url: str, tmp_path: Path
+) -> None:
+    echo = agent("echo_agent.py")
+    host_a = start_serve("--store", pg_url, "--socket", str(tmp_path / "a" / "host.sock"), "--",
+                         *echo)  # fmt: skip
+    host_b = None
+    try:
+        with PgStore.open(pg_url) as other:
+            record = other.create_conversation(agent={"argv": echo}, cwd=str(tmp_path), now=1.0)
+            other.add_message(record.id, text_content("echo first"), now=2.0)
+            wait_for_state(pg_url, other, record.id, 1, "done")  # A took it and owns it
+            host_a.send_signal(signal.SIGSTOP)
+            host_b = start_serve("--store", pg_url, "--socket", str(tmp_path / "b" / "host.sock"),
+                                 "--", *echo)  # fmt: skip
+            # What `acp-bridge send` does when B answers ownedElsewhere; B is notified.
+            other.add_message(record.id, text_content("echo second"), unpause=True, now=3.0)
+            state = _wait_state_until(pg_url, other, record.id, 2, "done", STALE_AFTER_S + 10)
+            assert state == "done", f"message 2 is {state} {STALE_AFTER_S + 10:g} s later"
+    finally:
+        host_a.send_signal(signal.SIGCONT)
+        finish(host_a, signal.SIGTERM)
+        if host_b is not None:
+            finish(host_b, signal.SIGTERM)
