@@ -44,6 +44,7 @@ from acp_bridge.rpc.peer import JsonRpcPeer
 
 __all__ = [
     "DEFAULT_MAX_CLIENTS",
+    "ORPHAN_SWEEP_S",
     "Host",
     "HostOptions",
     "open_unix_listener",
@@ -55,6 +56,8 @@ log = logging.getLogger(__name__)
 _UNFINISHED = (MessageState.QUEUED, MessageState.RUNNING, MessageState.STEERING)
 
 DEFAULT_MAX_CLIENTS: Final = 256
+ORPHAN_SWEEP_S: Final = 5.0
+"""How often a host on a shared store looks for unfinished conversations no live host holds."""
 _NOT_FOUND: Final = -32002
 
 
@@ -187,6 +190,8 @@ class Host:
                 self._task_group = tg
                 tg.start_soon(self.serve_listener, listener)
                 await self.resume_unfinished()
+                if self.store.is_shared:
+                    tg.start_soon(self._sweep_orphans)
                 task_status.started()
                 if exit_when_idle_s is not None:
                     await self._until_idle(exit_when_idle_s)
@@ -210,16 +215,38 @@ class Host:
         """Start opening every conversation of the store with messages left queued, running or
         steering (their agents start at once, side by side; clients are served meanwhile). A
         steer with no answer ends "steer unconfirmed" as the conversation opens: never resent."""
+        await self._take_unfinished(sweeping=False)
+
+    async def _take_unfinished(self, *, sweeping: bool) -> None:
         summaries = await anyio.to_thread.run_sync(self.store.conversation_summaries)
         for summary in summaries:
             counts = summary.states
+            if sweeping and summary.record.id in self._open:
+                continue
             if any(counts.get(state, 0) for state in _UNFINISHED):
                 try:
                     entry = self._take(summary.record.id)
                 except RpcError as exc:
-                    log.warning("not resuming %s: %s", summary.record.id, exc)
+                    # Sweeping, a conversation its live owner holds is the usual case.
+                    (log.debug if sweeping else log.warning)(
+                        "not resuming %s: %s", summary.record.id, exc
+                    )
                     continue
                 self.task_group.start_soon(self._resume, entry)
+
+    async def _sweep_orphans(self) -> None:
+        """On a shared store, every :data:`ORPHAN_SWEEP_S`: take every conversation with
+        unfinished messages that no live host holds (issue 23). A message sent while its owner
+        still looked alive (its lease held, its heartbeat fresh: a partitioned or stopped
+        host) was committed for that owner; once the owner is stale, or its lease gone, no
+        notification comes again, and without this sweep the message would wait for the next
+        send or host start."""
+        while True:
+            await anyio.sleep(ORPHAN_SWEEP_S)
+            try:
+                await self._take_unfinished(sweeping=True)
+            except BridgeError as exc:  # the store is unreachable for now: the next sweep
+                log.debug("the sweep for unowned conversations failed: %s", exc)
 
     async def sent_elsewhere(self, conversation_id: str) -> None:
         """Another host committed a message to the conversation (a shared store notified us,

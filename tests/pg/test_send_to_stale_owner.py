@@ -1,14 +1,13 @@
 """Issue 23, found while writing the take-over benchmark: a message sent while its owner is
-unreachable but its lease still looks held waits for the next ask, however long.
+unreachable but its lease still looks held must run once the owner is stale, unasked.
 
 Host A owns a conversation and is stopped (SIGSTOP: a host whose machine vanished keeps its
 database sessions, and so its lease, until the server notices). A message is sent through host
 B: B does not own the conversation (A's heartbeat is fresh), so it is committed to the store
 (``acp-bridge send`` does so on B's ``ownedElsewhere``) and B is notified, and refuses again.
-Once A's heartbeat is stale (``STALE_AFTER_S``), a host asked for the conversation takes it
-over (``tests/pg/test_partition_pg.py`` asks with a ``pg_notify`` of its own); but nobody asks:
-the message stays queued until another message is sent or a host starts. Expected: a live
-host takes the conversation once its owner is stale and runs the message, unasked.
+No notification comes after that: B's sweep for unfinished conversations no live host holds
+(``serve.ORPHAN_SWEEP_S``) takes the conversation once A's heartbeat is stale
+(``STALE_AFTER_S``) and runs the message (it used to stay queued until the next send).
 """
 
 from __future__ import annotations
@@ -18,9 +17,9 @@ import time
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from acp_bridge.host.client import text_content
+from acp_bridge.host.serve import ORPHAN_SWEEP_S
 from acp_bridge.pgstore.lease import STALE_AFTER_S
 from acp_bridge.pgstore.notify import EVENTS_CHANNEL
 from acp_bridge.pgstore.store import PgStore
@@ -46,11 +45,6 @@ def _wait_state_until(
                 break
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 23: a message committed while its owner's lease looked held is not run once "
-    "the owner is stale, until something asks for the conversation again",
-)
 def test_a_message_sent_while_the_owner_is_unreachable_runs_once_the_owner_is_stale(
     pg_url: str, tmp_path: Path
 ) -> None:
@@ -68,8 +62,9 @@ def test_a_message_sent_while_the_owner_is_unreachable_runs_once_the_owner_is_st
                                  "--", *echo)  # fmt: skip
             # What `acp-bridge send` does when B answers ownedElsewhere; B is notified.
             other.add_message(record.id, text_content("echo second"), unpause=True, now=3.0)
-            state = _wait_state_until(pg_url, other, record.id, 2, "done", STALE_AFTER_S + 10)
-            assert state == "done", f"message 2 is {state} {STALE_AFTER_S + 10:g} s later"
+            limit = STALE_AFTER_S + ORPHAN_SWEEP_S + 10
+            state = _wait_state_until(pg_url, other, record.id, 2, "done", limit)
+            assert state == "done", f"message 2 is {state} {limit:g} s later"
     finally:
         host_a.send_signal(signal.SIGCONT)
         finish(host_a, signal.SIGTERM)
