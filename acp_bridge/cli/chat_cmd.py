@@ -69,7 +69,7 @@ from acp_bridge.cli.guarded_output import GuardedOutput
 from acp_bridge.cli.named_agents import resolve_agent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
-from acp_bridge.cli.store_open import keeping_leases
+from acp_bridge.cli.store_open import answering_controls, keeping_leases
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
@@ -240,7 +240,10 @@ class _Chat:
                                     self._print, conversation.subscribe(replay=True)
                                 )
                                 self.conversation = conversation
-                                async with owner_endpoint(conversation, store):  # issue 22
+                                async with (
+                                    owner_endpoint(conversation, store),  # issue 22
+                                    answering_controls(store, conversation),  # issue 23
+                                ):
                                     await self._converse(conversation)
                             self.conversation = None
                     except BaseExceptionGroup as group:

@@ -54,7 +54,7 @@ from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
 from acp_bridge.cli.run_recording import open_recording
 from acp_bridge.cli.stdin_messages import read_stdin
-from acp_bridge.cli.store_open import keeping_leases, pg_store
+from acp_bridge.cli.store_open import answering_controls, keeping_leases, pg_store
 from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.elicitation import declining
 from acp_bridge.client.events import AgentGaveUp
@@ -291,7 +291,10 @@ async def _run_agent(
                         printing.start_soon(printer.run, conversation.subscribe(replay=True))
                         interrupts.conversation = conversation
                         _stop_when_lease_lost(store, conversation, interrupts)
-                        async with owner_endpoint(conversation, store):  # issue 22
+                        async with (
+                            owner_endpoint(conversation, store),  # issue 22
+                            answering_controls(store, conversation),  # issue 23
+                        ):
                             code = await _drive(
                                 store, conversation, args, interrupts, unsettled, record.paused
                             )

@@ -8,8 +8,9 @@ Two channels, the conversation id as the payload:
   own transaction, so the notification is delivered when, and only if, the message is
   committed);
 - :data:`EVENTS_CHANNEL`: events were appended to the conversation's log;
-- :data:`CONTROL_CHANNEL`: someone on another host asks the owner to cancel the running turn
-  (``acp-bridge cancel`` with no owner reachable where it runs; :func:`notify_cancel`).
+- :data:`CONTROL_CHANNEL`: someone on another host asks the owner to cancel the running turn or
+  to stop (``acp-bridge cancel`` or ``stop`` with no owner reachable where it runs): a row of
+  the ``control`` table was committed (:mod:`.control`).
 
 A notification is a hint, never the truth: the tables are. Notifications sent while a listener
 was not connected are lost, so whoever (re)starts listening reads the queue once afterwards
@@ -52,7 +53,6 @@ __all__ = [
     "QUEUE_CHANNEL",
     "Listener",
     "Notification",
-    "notify_cancel",
     "notify_queue",
 ]
 
@@ -75,12 +75,6 @@ class Notification:
 def notify_queue(cur: Cursor, conversation_id: str) -> None:
     """In the caller's transaction: wake the conversation's owner when it commits."""
     cur.execute("SELECT pg_notify(%s, %s)", (QUEUE_CHANNEL, conversation_id))
-
-
-def notify_cancel(cur: Cursor, conversation_id: str) -> None:
-    """In the caller's transaction: ask the conversation's owner to cancel its running turn,
-    when it commits."""
-    cur.execute("SELECT pg_notify(%s, %s)", (CONTROL_CHANNEL, conversation_id))
 
 
 class Listener:
