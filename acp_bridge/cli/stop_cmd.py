@@ -108,7 +108,7 @@ def _report(conversation_id: str, answer: dict[str, Any], who: str) -> int:
     else:
         done = "nothing was running"
     kept = (
-        f"{queued} queued message{'s' if queued != 1 else ''} stay queued"
+        f"{queued} queued message{'s stay' if queued != 1 else ' stays'} queued"
         if isinstance(queued, int)
         else "its queued messages stay queued"
     )
