@@ -69,7 +69,11 @@ from acp_bridge.cli.guarded_output import GuardedOutput
 from acp_bridge.cli.named_agents import resolve_agent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
-from acp_bridge.cli.store_open import answering_controls, keeping_leases
+from acp_bridge.cli.store_open import (
+    answering_controls,
+    cut_when_lease_lost,
+    keeping_leases,
+)
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
@@ -151,6 +155,9 @@ class _Chat:
         self.running: int | None = None  # the seq of the running turn
         self.turn_began = 0.0
         self.paused = False
+        self.lease_lost = False
+        """The conversation's lease in a shared store was lost (issue 23): the chat ends, 4."""
+        self._reading = anyio.CancelScope()
         self._send, self._inputs = anyio.create_memory_object_stream[object](_INPUTS)
 
     async def run(self) -> int:
@@ -240,6 +247,7 @@ class _Chat:
                                     self._print, conversation.subscribe(replay=True)
                                 )
                                 self.conversation = conversation
+                                cut_when_lease_lost(store, conversation, self._lease_lost)
                                 async with (
                                     owner_endpoint(conversation, store),  # issue 22
                                     answering_controls(store, conversation),  # issue 23
@@ -264,7 +272,19 @@ class _Chat:
             return EXIT_TURN_FAILED
         finally:
             progress.finish()
-        return EXIT_OK
+        return EXIT_TURN_FAILED if self.lease_lost else EXIT_OK
+
+    def _lease_lost(self) -> None:
+        """Another host owns the conversation now (its turn was cut already): say so, and
+        leave; nothing more is written (the next owner ends the cut message failed and
+        recoverable)."""
+        self.lease_lost = True
+        cut = f"; message {self.running} was cut" if self.running is not None else ""
+        self._note(
+            f"the lease of conversation {self.claimed.record.id} was lost (another host owns "
+            f"it now){cut}; leaving"
+        )
+        self._reading.cancel()
 
     async def _print(self, events: Any) -> None:
         with events:
@@ -300,26 +320,27 @@ class _Chat:
             self.screen, lambda item: anyio.from_thread.run_sync(self._post, item, token=token)
         )
         reader.start(PROMPT)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._status_loop)
-            async for item in self._inputs:
-                action: object = item
-                if isinstance(item, Line):
-                    if self.router.question is None or item.text.lstrip().startswith("/"):
-                        self.history.add(item.text)  # answers to questions stay out of it
-                    action = self.router.line(item.text)
-                elif isinstance(item, EndOfInput):
-                    action = self.router.end_of_input()
-                if isinstance(action, Quit):
-                    self.quit = action
-                    break
-                try:
-                    await self._perform(action)
-                except (BridgeError, ValueError) as exc:
-                    self._note(str(exc))
-                if isinstance(item, Line):
-                    reader.next(PROMPT)
-            tg.cancel_scope.cancel()
+        with self._reading:  # cancelled when the lease is lost
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._status_loop)
+                async for item in self._inputs:
+                    action: object = item
+                    if isinstance(item, Line):
+                        if self.router.question is None or item.text.lstrip().startswith("/"):
+                            self.history.add(item.text)  # answers to questions stay out of it
+                        action = self.router.line(item.text)
+                    elif isinstance(item, EndOfInput):
+                        action = self.router.end_of_input()
+                    if isinstance(action, Quit):
+                        self.quit = action
+                        break
+                    try:
+                        await self._perform(action)
+                    except (BridgeError, ValueError) as exc:
+                        self._note(str(exc))
+                    if isinstance(item, Line):
+                        reader.next(PROMPT)
+                tg.cancel_scope.cancel()
         reader.stop()
         self.history.save()
         self._leave()
@@ -329,7 +350,7 @@ class _Chat:
         until it is recorded; the rest stays queued. Stopping the agent follows."""
         if self.agent is not None:
             self.agent.stop_restarting()  # a quarantine now ends the agent: we are leaving
-        if self.running is not None:
+        if self.running is not None and not self.lease_lost:
             # Closing the conversation cancels the turn and waits for it (bounded), without
             # pausing the queue: what is still queued goes first on --resume.
             self._note(f"cancelling message {self.running} and leaving")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,11 +34,13 @@ if TYPE_CHECKING:
 
     from acp_bridge.conversation.conversation import Conversation
     from acp_bridge.host.serve import Host
+    from acp_bridge.pgstore.lease import Lease
     from acp_bridge.pgstore.notify import Notification
     from acp_bridge.pgstore.store import PgStore
 
 __all__ = [
     "answering_controls",
+    "cut_when_lease_lost",
     "is_postgres_url",
     "keeping_leases",
     "listen_for_sends",
@@ -146,6 +148,28 @@ async def keeping_leases(store: Store) -> AsyncIterator[None]:
         await tg.start(shared.keeper.run)
         yield
         tg.cancel_scope.cancel()
+
+
+def cut_when_lease_lost(store: Store, conversation: Conversation, then: Callable[[], None]) -> None:
+    """On a PostgreSQL store (issue 23): when ``conversation``'s lease is lost (another host
+    took it over, or the lease session ended), cut its running turn at once
+    (``Conversation.lease_lost``: nothing more is written; the next owner ends the message
+    failed and recoverable), then call ``then`` (the owner says so and ends), once, on this
+    event loop's thread. Nothing for SQLite. Call it from the owner's event loop."""
+    shared = pg_store(store)
+    if shared is None:
+        return
+    cut = False
+
+    def lost(lease: Lease) -> None:
+        nonlocal cut
+        if lease.conversation_id != conversation.id or cut:
+            return
+        cut = True
+        conversation.lease_lost()
+        then()
+
+    shared.report_lost_here(lost)
 
 
 async def listen_for_sends(store: Store, host: Host, task_group: TaskGroup) -> None:

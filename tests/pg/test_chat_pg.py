@@ -1,0 +1,42 @@
+"""Issue 23: ``chat`` on PostgreSQL, on a pty that is its controlling terminal: when its lease is
+lost (its lease session ended, as a take-over does) the running turn is cut at once, one line
+says so, and the chat ends, exit 4, writing nothing more (the next owner ends the cut message
+failed and recoverable)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from acp_bridge.pgstore.lease import lock_holder
+from acp_bridge.pgstore.store import PgStore
+from tests.e2e.test_chat import chat
+from tests.pg.test_connection_loss import GATE_AGENT, _terminate, _wait_ready
+
+
+def test_a_chat_whose_lease_is_lost_cuts_its_turn_and_ends(pg_url: str, tmp_path: Path) -> None:
+    fifo, ready = tmp_path / "gate", tmp_path / "ready"
+    os.mkfifo(fifo)
+    os.mkfifo(ready)
+    with PgStore.open(pg_url):
+        pass  # the schema, before the chat and the test look
+    with chat(["--store", pg_url, "--", *GATE_AGENT], tmp_path) as terminal:
+        terminal.read_until(b"/help lists the commands")
+        terminal.say(f"ready {ready}; gate {fifo}; echo never-recorded")
+        _wait_ready(ready)
+        with PgStore.open(pg_url) as other:
+            (record,) = other.list_conversations()
+            holder = lock_holder(other._data, record.id)
+            assert holder is not None
+            _terminate(pg_url, [holder])
+            terminal.read_until(
+                f"the lease of conversation {record.id} was lost (another host owns it now); "
+                "message 1 was cut; leaving".encode()
+            )
+            assert terminal.finish(timeout=60) == 4
+            assert b"Traceback" not in terminal.seen, terminal.seen[-2000:]
+            message = other.get_message(record.id, 1)
+            assert message is not None and message.state.value == "running"  # for the next owner
+            kinds = [(e.kind, e.seq) for e in other.events(record.id)]
+            assert ("turn_started", 1) in kinds and ("turn_ended", 1) not in kinds
+            assert not other.is_owned(record.id)  # nobody holds it: the next owner may take it
