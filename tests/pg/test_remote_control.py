@@ -7,9 +7,11 @@ agent until the test lets it go. The verbs run where no host answers (another ma
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -194,3 +196,25 @@ def test_send_through_a_host_that_does_not_own_the_conversation_commits_it_for_t
         stderr_a = finish(host_a, signal.SIGTERM)
         stderr_b = finish(host_b, signal.SIGTERM) if host_b is not None else ""
     assert "Traceback" not in stderr_a + stderr_b, stderr_a + stderr_b
+
+
+def test_status_of_a_conversation_owned_by_another_host_names_it_and_the_stored_queue(
+    pg_url: str, tmp_path: Path
+) -> None:
+    held = _host_running_a_held_turn(pg_url, tmp_path, queued=2)
+    with held as (_, cid), _elsewhere() as env:
+        shown = _verb(env, "status", "--store", pg_url, cid, "--json")
+        assert shown.returncode == 0, shown.stderr
+        row = json.loads(shown.stdout)
+        assert row["agentState"] == "owned by another host"
+        assert row["runningSeq"] == 1 and row["queueDepth"] == 2  # the store's queue
+        owner = row["owner"]
+        assert owner["host"] == socket.gethostname() and isinstance(owner["pid"], int)
+        assert owner["tag"].startswith(f"{owner['host']}:{owner['pid']}:")
+        assert owner["heartbeatAgeS"] < 60
+        table = _verb(env, "status", "--store", pg_url, cid)
+        assert table.returncode == 0, table.stderr
+        assert "owned by another host" in table.stdout
+        assert f"is owned by another host: host {owner['host']} (process {owner['pid']})" in (
+            table.stderr
+        )
