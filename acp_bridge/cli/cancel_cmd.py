@@ -13,9 +13,10 @@ import argparse
 from contextlib import AsyncExitStack
 from typing import Any
 
-from acp_bridge.cli.exit_codes import EXIT_OK
+from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK
 from acp_bridge.cli.verb_owner import (
     CONTROL_WAIT_S,
+    VerbFailed,
     ask_through_store,
     host_socket,
     open_owner,
@@ -66,6 +67,11 @@ async def _cancel(args: argparse.Namespace) -> int:
 
 def _report(conversation_id: str, answer: dict[str, Any]) -> int:
     seq = answer.get("seq")
+    if "error" in answer:  # the owner tried, and failed
+        raise VerbFailed(
+            f"the owner could not cancel conversation {conversation_id}: {answer['error']}",
+            EXIT_AGENT_FAILED,
+        )
     if answer.get("cancelled"):
         if isinstance(seq, int):
             print(seq, flush=True)

@@ -101,6 +101,11 @@ def _pause_unowned(store: Path, conversation_id: str) -> dict[str, Any]:
 
 def _report(conversation_id: str, answer: dict[str, Any], who: str) -> int:
     seq = answer.get("seq")
+    if "error" in answer:  # the owner tried, and failed
+        raise VerbFailed(
+            f"the owner could not stop conversation {conversation_id}: {answer['error']}",
+            EXIT_AGENT_FAILED,
+        )
     queued = answer.get("queued")
     if answer.get("cancelled") and isinstance(seq, int):
         print(seq, flush=True)

@@ -175,9 +175,9 @@ def cut_when_lease_lost(store: Store, conversation: Conversation, then: Callable
 async def listen_for_sends(store: Store, host: Host, task_group: TaskGroup) -> None:
     """On a PostgreSQL store, listen (in ``task_group``) for the messages other hosts commit,
     and hand each conversation notified to ``host`` (:meth:`Host.sent_elsewhere`), and for the
-    cancel and stop requests asked through the store (:meth:`Host.control`, every pending one
-    at start and after the listener reconnected); returns once listening, so nothing committed
-    afterwards is missed. Nothing for SQLite."""
+    cancel and stop requests asked through the store (:meth:`Host.control`: every pending one
+    of a conversation as the host takes it, and of all after the listener reconnected); returns
+    once listening, so nothing committed afterwards is missed. Nothing for SQLite."""
     shared = pg_store(store)
     if shared is None:
         return
@@ -199,6 +199,12 @@ async def listen_for_sends(store: Store, host: Host, task_group: TaskGroup) -> N
         task_group.start_soon(host.missed_notifications)
         task_group.start_soon(desk.sweep)
 
+    def taken(conversation_id: str) -> None:
+        # Each conversation the host takes (at start, or when asked for it): what is pending
+        # for it, so a request stored for an owner that died is acted on by the next one.
+        task_group.start_soon(desk.sweep, conversation_id)
+
+    host.on_taken = taken
     listener = Listener(
         shared.url,
         woken,
@@ -207,7 +213,6 @@ async def listen_for_sends(store: Store, host: Host, task_group: TaskGroup) -> N
         on_reconnected=reconnected,
     )
     await task_group.start(listener.run)
-    task_group.start_soon(desk.sweep)  # asked before this host listened
 
 
 @asynccontextmanager

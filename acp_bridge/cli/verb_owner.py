@@ -33,6 +33,7 @@ from acp_bridge.cli.store_open import open_store as open_any_store
 from acp_bridge.cli.store_open import pg_store, place_of_args, url_at
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store_api import Store
+from acp_bridge.core.condition import Condition
 from acp_bridge.errors import QueueStoreError
 from acp_bridge.host.client import (
     CONNECT_TIMEOUT_S,
@@ -232,8 +233,6 @@ async def open_owner(
 
 CONTROL_WAIT_S: Final = 10.0
 """How long a verb waits for the answer of an owner it asked through the store."""
-_ANSWER_POLL_S: Final = 0.1
-"""How often the request's row is read again for its answer meanwhile."""
 
 
 @dataclass(frozen=True)
@@ -251,8 +250,9 @@ async def ask_through_store(
     store: Path, conversation_id: str, kind: Literal["cancel", "stop"], verb: str
 ) -> StoreAsked | None:
     """On a PostgreSQL store whose conversation a live host owns: store the request for that
-    owner (notified), then wait (bounded, progress on stderr) for its answer. None when the
-    store is SQLite or nobody owns the conversation (the caller says what that means).
+    owner (notified), then wait (bounded, progress on stderr) for its answer, woken by the
+    owner's notification. None when the store is SQLite or nobody owns the conversation (the
+    caller says what that means).
 
     A cancel while the store shows no message running is answered here, at once: nothing to
     cancel (a request naming no turn would otherwise cancel a later one)."""
@@ -266,20 +266,32 @@ async def ask_through_store(
         owner = lease_owner_text(row)
         if kind == "cancel" and not shared.messages(conversation_id, ["running"]):
             return StoreAsked({"cancelled": False}, owner)
-        request = shared.request_control(conversation_id, kind)
-        say(
-            verb,
-            f"conversation {conversation_id} is owned by {owner}; asked it through the store "
-            f"to {kind} (request {request.id}), waiting up to {CONTROL_WAIT_S:g} s for its "
-            "answer",
+        from acp_bridge.pgstore.notify import CONTROL_ANSWER_CHANNEL, Listener, Notification
+
+        answered = Condition()
+
+        def woken(notification: Notification) -> None:
+            if notification.conversation_id == conversation_id:
+                answered.notify_all()
+
+        listener = Listener(
+            shared.url, woken, channels=(CONTROL_ANSWER_CHANNEL,), owner_tag=shared.owner_tag
         )
-        with anyio.move_on_after(CONTROL_WAIT_S):
-            while True:
-                answer = shared.control_outcome(request.id)
-                if answer is not None:
-                    return StoreAsked(answer, owner)
-                await anyio.sleep(_ANSWER_POLL_S)
-    return StoreAsked(None, owner)
+        async with anyio.create_task_group() as tg:
+            await tg.start(listener.run)  # listening before asking: no answer is missed
+            request = shared.request_control(conversation_id, kind)
+            say(
+                verb,
+                f"conversation {conversation_id} is owned by {owner}; asked it through the "
+                f"store to {kind} (request {request.id}), waiting up to {CONTROL_WAIT_S:g} s "
+                "for its answer",
+            )
+            answer = None
+            with anyio.move_on_after(CONTROL_WAIT_S):
+                while (answer := shared.control_outcome(request.id)) is None:
+                    await answered.wait()
+            tg.cancel_scope.cancel()
+    return StoreAsked(answer, owner)
 
 
 def lease_owner_text(row: LeaseRow) -> str:

@@ -176,6 +176,9 @@ class Host:
         self._connections = _Connections(self.options)
         self._task_group: TaskGroup | None = None
         self.changed = self._connections.changed
+        self.on_taken: Callable[[str], None] | None = None
+        """Told each conversation this host takes (claims), on the event loop's thread: a
+        shared store's pending cancel and stop requests are then acted on (issue 23)."""
 
     @property
     def task_group(self) -> TaskGroup:
@@ -391,6 +394,8 @@ class Host:
         except (UnsafeFileError, OSError) as exc:
             raise RpcError(-32603, str(exc)) from None
         self._open[conversation_id] = entry
+        if self.on_taken is not None:
+            self.on_taken(conversation_id)
         return entry
 
     async def create(self, params: dict[str, Any]) -> ConversationEntry:

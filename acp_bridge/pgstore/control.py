@@ -11,8 +11,9 @@ The owner acts on every pending request of the conversations it holds (:class:`C
 at each notification, and again whenever its listener (re)connects: a notification sent while
 the listener was away is lost, the row is not. It writes its answer into the row
 (:func:`answer`: the seq it cancelled or none, and for a stop how many messages stay queued),
-once. The verb waits for the answer, bounded (:func:`outcome`, read again until it is there),
-and otherwise says the request is stored.
+once, and notifies :data:`~.notify.CONTROL_ANSWER_CHANNEL`. The verb, listening there before it
+asked, reads the answer (:func:`outcome`) at each such notification, bounded, and otherwise
+says the request is stored.
 
 Rows older than :data:`CONTROL_KEEP_S` are deleted by the next request (answered or not: a
 request nobody acted on for that long is void, and is not acted on any more).
@@ -30,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 
-from acp_bridge.errors import QueueStoreError, UnknownConversationError
+from acp_bridge.errors import BridgeError, QueueStoreError, UnknownConversationError
 from acp_bridge.pgstore.connection import PgConnection
-from acp_bridge.pgstore.notify import CONTROL_CHANNEL
+from acp_bridge.pgstore.notify import CONTROL_ANSWER_CHANNEL, CONTROL_CHANNEL
 from acp_bridge.record import record
 
 if TYPE_CHECKING:
@@ -130,7 +131,13 @@ def answer(conn: PgConnection, request_id: int, result: dict[str, Any]) -> bool:
             " WHERE id = %s AND answered_at IS NULL",
             (json.dumps(result, separators=(",", ":")), request_id),
         )
-        return cur.rowcount > 0
+        if cur.rowcount == 0:
+            return False
+        cur.execute(
+            "SELECT pg_notify(%s, conversation_id) FROM control WHERE id = %s",
+            (CONTROL_ANSWER_CHANNEL, request_id),
+        )
+        return True
 
 
 def outcome(conn: PgConnection, request_id: int) -> dict[str, Any] | None:
@@ -163,17 +170,21 @@ class ControlDesk:
         self._lock = anyio.Lock()
 
     async def sweep(self, conversation_id: str | None = None) -> None:
-        """Act on the pending requests (of ``conversation_id``, or of every conversation);
-        a store failure is logged (the rows stay pending for the next sweep)."""
+        """Act on the pending requests (of ``conversation_id``, or of every conversation). An
+        owner that fails to act answers the error (``{"cancelled": false, "error"}``); a store
+        that cannot be read or written is logged (the rows stay pending for the next sweep)."""
         async with self._lock:
             try:
                 requests = await anyio.to_thread.run_sync(
                     self._store.pending_controls, conversation_id
                 )
                 for request in requests:
-                    result = await self._act(request)
+                    try:
+                        result = await self._act(request)
+                    except BridgeError as exc:
+                        result = {"cancelled": False, "error": str(exc)}
                     if result is None:
-                        continue
+                        continue  # not ours: left for the conversation's owner
                     await anyio.to_thread.run_sync(self._store.answer_control, request.id, result)
                     log.info(
                         "%s: %s asked through the store: %s",

@@ -7,6 +7,7 @@ agent until the test lets it go. The verbs run where no host answers (another ma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import psycopg
 
+from acp_bridge.pgstore.notify import CONTROL_ANSWER_CHANNEL
 from acp_bridge.pgstore.store import PgStore
 from tests.host.cli_client import ENV, ROOT, finish, start_serve
 from tests.pg.test_connection_loss import GATE_AGENT, _text, _wait_ready
@@ -126,10 +128,9 @@ def test_a_request_stored_while_the_listener_was_away_is_carried_out_when_it_rec
             ).fetchone()
         assert row is not None
         assert _terminate_listeners(pg_url) >= 1
-        wait_for_state(pg_url, other, cid, 1, "cancelled")
-        answer = other.control_outcome(row[0])
-        assert answer is not None
+        answer = _wait_answered(pg_url, other, row[0])
         assert answer == {"cancelled": True, "seq": 1, "queued": 1}
+        wait_for_state(pg_url, other, cid, 1, "cancelled")
 
 
 def test_a_cancel_sent_while_the_owners_listener_connection_is_killed_is_still_carried_out(
@@ -218,3 +219,66 @@ def test_status_of_a_conversation_owned_by_another_host_names_it_and_the_stored_
         assert f"is owned by another host: host {owner['host']} (process {owner['pid']})" in (
             table.stderr
         )
+
+
+def test_a_stop_stored_for_an_owner_that_died_is_carried_out_by_the_next_owner(
+    pg_url: str, tmp_path: Path
+) -> None:
+    ready, log = tmp_path / "ready", tmp_path / "prompts.log"
+    os.mkfifo(ready)
+    argv = [*GATE_AGENT, "--prompt-log", str(log)]
+    host_a = start_serve(
+        "--store", pg_url, "--socket", str(tmp_path / "a" / "host.sock"), "--", *argv
+    )
+    host_b = None
+    try:
+        with PgStore.open(pg_url) as other:
+            record = other.create_conversation(agent={"argv": argv}, cwd=str(tmp_path), now=1.0)
+            other.add_message(record.id, _text(f"log; ready {ready}; wait 120"), now=2.0)
+            other.add_message(record.id, _text("after"), now=3.0)
+            _wait_ready(ready)
+            with psycopg.connect(pg_url, autocommit=True) as conn:  # its notification lost
+                row = conn.execute(
+                    "INSERT INTO control (conversation_id, kind) VALUES (%s, 'stop') RETURNING id",
+                    (record.id,),
+                ).fetchone()
+            assert row is not None
+            host_a.send_signal(signal.SIGKILL)  # it never acts on it
+            host_a.wait(timeout=30)
+            with contextlib.suppress(ProcessLookupError):  # its agent, if it outlived it
+                os.killpg(int(log.read_text().split()[0]), signal.SIGKILL)
+            host_b = start_serve(
+                "--store", pg_url, "--socket", str(tmp_path / "b" / "host.sock"), "--", *argv
+            )  # takes the conversation (a message was left running): the stop is pending
+            wait_for_state(pg_url, other, record.id, 1, "failed")  # cut by A's death
+            answer = _wait_answered(pg_url, other, row[0])
+            stored = other.get_conversation(record.id)
+            assert stored is not None and stored.paused
+            if answer["cancelled"]:  # B had started message 2 already: the stop cancelled it
+                assert answer == {"cancelled": True, "seq": 2, "queued": 0}
+                wait_for_state(pg_url, other, record.id, 2, "cancelled")
+            else:  # the stop came first: B started nothing
+                assert answer == {"cancelled": False, "queued": 1}
+                second = other.get_message(record.id, 2)
+                assert second is not None and second.state.value == "queued"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            host_a.kill()
+        finish(host_a, signal.SIGTERM)
+        stderr_b = finish(host_b, signal.SIGTERM) if host_b is not None else ""
+    assert "Traceback" not in stderr_b, stderr_b
+
+
+def _wait_answered(pg_url: str, store: PgStore, request_id: int) -> dict[str, object]:
+    """Wait, woken by the owner's answer notifications (never a sleep), until request
+    ``request_id`` is answered; 60 s at most."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"LISTEN {CONTROL_ANSWER_CHANNEL}")
+        answer = store.control_outcome(request_id)
+        if answer is not None:
+            return answer
+        for _notification in conn.notifies(timeout=60):
+            answer = store.control_outcome(request_id)
+            if answer is not None:
+                return answer
+    raise AssertionError(f"request {request_id} was never answered")
