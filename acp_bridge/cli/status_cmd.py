@@ -86,12 +86,12 @@ async def _status(args: argparse.Namespace) -> int:
     with open_store(store) as opened:
         rows = [] if opened is None else [_owned_elsewhere(opened, _stored(opened, record, state))]
     _print(args, rows, empty=f"no stored conversation {record.id} in {store}")
-    if rows and not args.json and isinstance(rows[0]["owner"], dict):
-        owner = rows[0]["owner"]
+    elsewhere = rows[0]["owner"] if rows else None
+    if isinstance(elsewhere, dict) and not args.json:
         say(
             "status",
-            f"conversation {record.id} is {rows[0]['agentState']}: {owner['text']}, heartbeat "
-            f"{owner['heartbeatAgeS']:.1f} s ago; the queue shown is the store's",
+            f"conversation {record.id} is {rows[0]['agentState']}: {elsewhere['text']}, "
+            f"heartbeat {elsewhere['heartbeatAgeS']:.1f} s ago; the queue shown is the store's",
         )
     return EXIT_OK
 
