@@ -282,3 +282,37 @@ def _wait_answered(pg_url: str, store: PgStore, request_id: int) -> dict[str, ob
             if answer is not None:
                 return answer
     raise AssertionError(f"request {request_id} was never answered")
+
+
+def test_stop_through_the_database_reaches_a_run_that_owns_the_conversation(
+    pg_url: str, tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready"
+    os.mkfifo(ready)
+    with PgStore.open(pg_url):
+        pass  # the schema, before the run and the test look
+    run = subprocess.Popen(
+        [sys.executable, "-m", "acp_bridge", "run", "--store", pg_url,
+         "-m", f"ready {ready}; wait 120", "-m", "echo after", "--", *GATE_AGENT],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=ENV, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        _wait_ready(ready)
+        with PgStore.open(pg_url) as other, _elsewhere() as env:
+            (record,) = other.list_conversations()
+            stop = _verb(env, "stop", "--store", pg_url, record.id)
+            assert stop.returncode == 0, stop.stderr
+            assert stop.stdout == "1\n", stop.stderr
+            assert "message 1 cancelled; 1 queued message stays queued" in stop.stderr
+            _, stderr = run.communicate(timeout=60)
+            assert run.returncode == 4, stderr  # message 2 was left queued, paused
+            assert "Traceback" not in stderr, stderr
+            states = [m.state.value for m in other.messages(record.id)]
+            assert states == ["cancelled", "queued"]
+            stored = other.get_conversation(record.id)
+            assert stored is not None and stored.paused
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
