@@ -6,10 +6,10 @@ at the head), ``session/prompt`` (into the conversation's durable queue; answere
 message's own turn ends), ``session/cancel``, ``session/close``, ``session/set_mode``,
 ``session/set_config_option``; the unstable aliases ``session/attach`` and
 ``session/detach``; the host's own ``_acp_bridge/hello|status|send|cancel|stop|watch|unwatch``.
+Other ``session/*`` and ``_*`` requests go to the conversation's agent, with its session id.
 
 :func:`cancel_answer` and :func:`stop_answer` are what an owner does and answers for a cancel
 or a stop, whether asked here or through a shared store (issue 23).
-Other ``session/*`` and ``_*`` requests go to the conversation's agent, with its session id.
 
 The sessionId a client sees IS the conversation id. Disconnecting detaches; it never stops a
 conversation or its turn.

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import anyio
 
@@ -36,14 +36,12 @@ from acp_bridge.pgstore.connection import PgConnection
 from acp_bridge.pgstore.notify import CONTROL_ANSWER_CHANNEL, CONTROL_CHANNEL
 from acp_bridge.record import record
 
-if TYPE_CHECKING:
-    from acp_bridge.pgstore.store import PgStore
-
 __all__ = [
     "CONTROL_KEEP_S",
     "ControlDesk",
     "ControlKind",
     "ControlRequest",
+    "ControlStore",
     "answer",
     "ask",
     "outcome",
@@ -159,12 +157,20 @@ Act = Callable[[ControlRequest], Awaitable[dict[str, Any] | None]]
 (the request is left for its owner)."""
 
 
+class ControlStore(Protocol):
+    """What :class:`ControlDesk` needs of the store (:class:`~.store.PgStore` has it)."""
+
+    def pending_controls(self, conversation_id: str | None = None) -> list[ControlRequest]: ...
+
+    def answer_control(self, request_id: int, result: dict[str, Any]) -> bool: ...
+
+
 class ControlDesk:
     """An owner's side of the control requests: :meth:`sweep` acts on the pending ones (by
     ``act``) and writes each answer. Sweeps take turns, so a notification and a reconnect
     arriving together never act on one request twice."""
 
-    def __init__(self, store: PgStore, act: Act) -> None:
+    def __init__(self, store: ControlStore, act: Act) -> None:
         self._store = store
         self._act = act
         self._lock = anyio.Lock()
