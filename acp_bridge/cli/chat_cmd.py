@@ -77,7 +77,7 @@ from acp_bridge.cli.store_open import (
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.queue_states import RETRYABLE_STATES, MessageState
+from acp_bridge.conversation.queue_states import RETRYABLE_STATES, GateState, MessageState
 from acp_bridge.errors import AgentError, BridgeError, SpawnError
 from acp_bridge.host.owner_endpoint import owner_endpoint
 from acp_bridge.process.spec import AgentSpec
@@ -154,7 +154,6 @@ class _Chat:
         self.quit: Quit | None = None
         self.running: int | None = None  # the seq of the running turn
         self.turn_began = 0.0
-        self.paused = False
         self.lease_lost = False
         """The conversation's lease in a shared store was lost (issue 23): the chat ends, 4."""
         self._reading = anyio.CancelScope()
@@ -310,7 +309,6 @@ class _Chat:
             "/help lists the commands, Ctrl-D leaves"
         )
         if self.claimed.record.paused and self._depth(starting_counts=True):
-            self.paused = True
             self._note(
                 f"{self._depth()} queued message(s) from before are paused: /resume sends "
                 "them (a new message is sent after them)"
@@ -373,7 +371,6 @@ class _Chat:
         elif isinstance(action, Stop):
             await self._stop(conversation)
         elif isinstance(action, Resume):
-            self.paused = False
             await conversation.resume()
         elif isinstance(action, Retry):
             await self._retry(conversation, action.seq)
@@ -394,7 +391,6 @@ class _Chat:
             return
         busy = self.running is not None or self._depth(starting_counts=True) > 0
         seq = await conversation.send(text, steer=steer)
-        self.paused = False
         if steer:
             self._note(f"steering message {seq} into the running turn")
         elif busy:
@@ -404,7 +400,6 @@ class _Chat:
     async def _stop(self, conversation: Conversation) -> None:
         running = self.running
         await conversation.stop()
-        self.paused = True
         depth = self._depth()
         kept = (
             f"; {depth} queued message{'s' if depth != 1 else ''} kept: /resume sends them"
@@ -428,10 +423,16 @@ class _Chat:
             self._note(f"message {seq} is {what}; only a cancelled or failed one can be retried")
             return
         await conversation.retry(seq)
-        self.paused = False
         self._note(f"message {seq} queued again")
 
     # -- status ------------------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        """The queue is paused (a /stop, a stop from another shell, or one before this chat):
+        the conversation's own gate says so."""
+        conversation = self.conversation
+        return conversation is not None and conversation.queue.gate is GateState.PAUSED
 
     def _depth(self, *, starting_counts: bool = False) -> int:
         """Messages waiting behind the running turn (and, unless ``starting_counts``, behind
