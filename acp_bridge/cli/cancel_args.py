@@ -8,6 +8,7 @@ from acp_bridge.cli.options import OneLineParser, identifier
 from acp_bridge.cli.verb_args import (
     EXIT_CODES,
     OWNER_TEXT,
+    STORE_ASK_TEXT,
     add_endpoint_options,
     add_timeout,
     add_verbose,
@@ -25,8 +26,8 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
             "Cancel the running turn of conversation ID (or a unique prefix of its id), with "
             "the owner's grace window: its message ends cancelled and the queue goes on with "
             "the next one. Prints the cancelled message's seq on stdout; when nothing was "
-            "running (or no owner is live), prints nothing and says so on stderr, exit 0. "
-            + OWNER_TEXT
+            "running (or no owner is live), prints nothing and says so on stderr, exit 0. To "
+            "pause the queue as well, see acp-bridge stop. " + OWNER_TEXT + " " + STORE_ASK_TEXT
         ),
         epilog=EXIT_CODES,
     )

@@ -3,27 +3,30 @@
 With no live owner nothing is running (a message the store shows ``running`` was cut by a dead
 owner, and the next owner records it failed and recoverable): said so on stderr, exit 0. On a
 PostgreSQL store whose owner is a live host this one cannot reach (another machine), the cancel
-is asked through the database (a notification the owner acts on), exit 0.
+is asked through the database (a stored request the owner acts on and answers, issue 23; see
+:func:`~.verb_owner.ask_through_store`), and its answer reported as the owner's own would be.
 """
 
 from __future__ import annotations
 
 import argparse
 from contextlib import AsyncExitStack
-from pathlib import Path
+from typing import Any
 
-from acp_bridge.cli.exit_codes import EXIT_OK
-from acp_bridge.cli.store_open import pg_store
+from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK
 from acp_bridge.cli.verb_owner import (
+    CONTROL_WAIT_S,
+    VerbFailed,
+    ask_through_store,
     host_socket,
     open_owner,
-    open_store,
     owner_endpoints,
     resolve_conversation,
     run_verb,
     say,
     store_path,
 )
+from acp_bridge.host.client import HostRequestError
 
 __all__ = ["cancel_command"]
 
@@ -40,28 +43,39 @@ async def _cancel(args: argparse.Namespace) -> int:
         client = await open_owner(
             stack, owner.endpoints, store, timeout_s=args.timeout, verb="cancel"
         )
-        if client is None:
-            if _asked_through_store(store, record.id):  # issue 23: an owner on another host
-                say("cancel", f"asked the host that owns conversation {record.id} to cancel")
-                return EXIT_OK
-            say("cancel", f"{owner.absent_owner_text(record.id)}: nothing is running to cancel")
-            return EXIT_OK
-        cancelled, seq = await client.cancel(record.id)
-    if cancelled:
-        if seq is not None:
+        if client is not None:
+            try:
+                cancelled, seq = await client.cancel(record.id)
+            except HostRequestError as exc:
+                if not exc.is_owned_elsewhere:  # else: a host here, the owner elsewhere
+                    raise
+            else:
+                return _report(record.id, {"cancelled": cancelled, "seq": seq})
+    asked = await ask_through_store(store, record.id, "cancel", "cancel")
+    if asked is None:
+        say("cancel", f"{owner.absent_owner_text(record.id)}: nothing is running to cancel")
+        return EXIT_OK
+    if asked.answer is None:
+        say(
+            "cancel",
+            f"{asked.owner} did not answer within {CONTROL_WAIT_S:g} s: the cancel is stored, "
+            "and the owner acts on it when it is reachable (if that turn still runs then)",
+        )
+        return EXIT_OK
+    return _report(record.id, asked.answer)
+
+
+def _report(conversation_id: str, answer: dict[str, Any]) -> int:
+    seq = answer.get("seq")
+    if "error" in answer:  # the owner tried, and failed
+        raise VerbFailed(
+            f"the owner could not cancel conversation {conversation_id}: {answer['error']}",
+            EXIT_AGENT_FAILED,
+        )
+    if answer.get("cancelled"):
+        if isinstance(seq, int):
             print(seq, flush=True)
-        say("cancel", f"cancelled message {seq} of conversation {record.id}")
+        say("cancel", f"cancelled message {seq} of conversation {conversation_id}")
     else:
-        say("cancel", f"nothing was running in conversation {record.id}")
+        say("cancel", f"nothing was running in conversation {conversation_id}")
     return EXIT_OK
-
-
-def _asked_through_store(store: Path, conversation_id: str) -> bool:
-    """On a PostgreSQL store whose conversation a live host owns: ask that host to cancel
-    (committed on return); False elsewhere."""
-    with open_store(store, read_only=True) as opened:
-        shared = None if opened is None else pg_store(opened)
-        if shared is None or not shared.is_owned(conversation_id):
-            return False
-        shared.request_cancel(conversation_id)
-        return True

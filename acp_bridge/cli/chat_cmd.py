@@ -69,11 +69,15 @@ from acp_bridge.cli.guarded_output import GuardedOutput
 from acp_bridge.cli.named_agents import resolve_agent
 from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
-from acp_bridge.cli.store_open import keeping_leases
+from acp_bridge.cli.store_open import (
+    answering_controls,
+    cut_when_lease_lost,
+    keeping_leases,
+)
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.queue_states import RETRYABLE_STATES, MessageState
+from acp_bridge.conversation.queue_states import RETRYABLE_STATES, GateState, MessageState
 from acp_bridge.errors import AgentError, BridgeError, SpawnError
 from acp_bridge.host.owner_endpoint import owner_endpoint
 from acp_bridge.process.spec import AgentSpec
@@ -150,7 +154,9 @@ class _Chat:
         self.quit: Quit | None = None
         self.running: int | None = None  # the seq of the running turn
         self.turn_began = 0.0
-        self.paused = False
+        self.lease_lost = False
+        """The conversation's lease in a shared store was lost (issue 23): the chat ends, 4."""
+        self._reading = anyio.CancelScope()
         self._send, self._inputs = anyio.create_memory_object_stream[object](_INPUTS)
 
     async def run(self) -> int:
@@ -240,7 +246,11 @@ class _Chat:
                                     self._print, conversation.subscribe(replay=True)
                                 )
                                 self.conversation = conversation
-                                async with owner_endpoint(conversation, store):  # issue 22
+                                cut_when_lease_lost(store, conversation, self._lease_lost)
+                                async with (
+                                    owner_endpoint(conversation, store),  # issue 22
+                                    answering_controls(store, conversation),  # issue 23
+                                ):
                                     await self._converse(conversation)
                             self.conversation = None
                     except BaseExceptionGroup as group:
@@ -261,7 +271,19 @@ class _Chat:
             return EXIT_TURN_FAILED
         finally:
             progress.finish()
-        return EXIT_OK
+        return EXIT_TURN_FAILED if self.lease_lost else EXIT_OK
+
+    def _lease_lost(self) -> None:
+        """Another host owns the conversation now (its turn was cut already): say so, and
+        leave; nothing more is written (the next owner ends the cut message failed and
+        recoverable)."""
+        self.lease_lost = True
+        cut = f"; message {self.running} was cut" if self.running is not None else ""
+        self._note(
+            f"the lease of conversation {self.claimed.record.id} was lost (another host owns "
+            f"it now){cut}; leaving"
+        )
+        self._reading.cancel()
 
     async def _print(self, events: Any) -> None:
         with events:
@@ -287,7 +309,6 @@ class _Chat:
             "/help lists the commands, Ctrl-D leaves"
         )
         if self.claimed.record.paused and self._depth(starting_counts=True):
-            self.paused = True
             self._note(
                 f"{self._depth()} queued message(s) from before are paused: /resume sends "
                 "them (a new message is sent after them)"
@@ -297,26 +318,27 @@ class _Chat:
             self.screen, lambda item: anyio.from_thread.run_sync(self._post, item, token=token)
         )
         reader.start(PROMPT)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._status_loop)
-            async for item in self._inputs:
-                action: object = item
-                if isinstance(item, Line):
-                    if self.router.question is None or item.text.lstrip().startswith("/"):
-                        self.history.add(item.text)  # answers to questions stay out of it
-                    action = self.router.line(item.text)
-                elif isinstance(item, EndOfInput):
-                    action = self.router.end_of_input()
-                if isinstance(action, Quit):
-                    self.quit = action
-                    break
-                try:
-                    await self._perform(action)
-                except (BridgeError, ValueError) as exc:
-                    self._note(str(exc))
-                if isinstance(item, Line):
-                    reader.next(PROMPT)
-            tg.cancel_scope.cancel()
+        with self._reading:  # cancelled when the lease is lost
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._status_loop)
+                async for item in self._inputs:
+                    action: object = item
+                    if isinstance(item, Line):
+                        if self.router.question is None or item.text.lstrip().startswith("/"):
+                            self.history.add(item.text)  # answers to questions stay out of it
+                        action = self.router.line(item.text)
+                    elif isinstance(item, EndOfInput):
+                        action = self.router.end_of_input()
+                    if isinstance(action, Quit):
+                        self.quit = action
+                        break
+                    try:
+                        await self._perform(action)
+                    except (BridgeError, ValueError) as exc:
+                        self._note(str(exc))
+                    if isinstance(item, Line):
+                        reader.next(PROMPT)
+                tg.cancel_scope.cancel()
         reader.stop()
         self.history.save()
         self._leave()
@@ -326,7 +348,7 @@ class _Chat:
         until it is recorded; the rest stays queued. Stopping the agent follows."""
         if self.agent is not None:
             self.agent.stop_restarting()  # a quarantine now ends the agent: we are leaving
-        if self.running is not None:
+        if self.running is not None and not self.lease_lost:
             # Closing the conversation cancels the turn and waits for it (bounded), without
             # pausing the queue: what is still queued goes first on --resume.
             self._note(f"cancelling message {self.running} and leaving")
@@ -349,7 +371,6 @@ class _Chat:
         elif isinstance(action, Stop):
             await self._stop(conversation)
         elif isinstance(action, Resume):
-            self.paused = False
             await conversation.resume()
         elif isinstance(action, Retry):
             await self._retry(conversation, action.seq)
@@ -370,7 +391,6 @@ class _Chat:
             return
         busy = self.running is not None or self._depth(starting_counts=True) > 0
         seq = await conversation.send(text, steer=steer)
-        self.paused = False
         if steer:
             self._note(f"steering message {seq} into the running turn")
         elif busy:
@@ -380,7 +400,6 @@ class _Chat:
     async def _stop(self, conversation: Conversation) -> None:
         running = self.running
         await conversation.stop()
-        self.paused = True
         depth = self._depth()
         kept = (
             f"; {depth} queued message{'s' if depth != 1 else ''} kept: /resume sends them"
@@ -404,10 +423,16 @@ class _Chat:
             self._note(f"message {seq} is {what}; only a cancelled or failed one can be retried")
             return
         await conversation.retry(seq)
-        self.paused = False
         self._note(f"message {seq} queued again")
 
     # -- status ------------------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        """The queue is paused (a /stop, a stop from another shell, or one before this chat):
+        the conversation's own gate says so."""
+        conversation = self.conversation
+        return conversation is not None and conversation.queue.gate is GateState.PAUSED
 
     def _depth(self, *, starting_counts: bool = False) -> int:
         """Messages waiting behind the running turn (and, unless ``starting_counts``, behind

@@ -33,6 +33,7 @@ from acp_bridge.cli import (
     send_args,
     serve_args,
     status_args,
+    stop_args,
     store_args,
     watch_args,
 )
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         send_args,
         watch_args,
         cancel_args,
+        stop_args,
         status_args,
     ):
         registrar.register(commands)

@@ -26,7 +26,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, TextIO, cast
+from typing import Final, TextIO, cast
 
 import anyio
 
@@ -54,7 +54,7 @@ from acp_bridge.cli.progress import StartupProgress
 from acp_bridge.cli.render import EventPrinter
 from acp_bridge.cli.run_recording import open_recording
 from acp_bridge.cli.stdin_messages import read_stdin
-from acp_bridge.cli.store_open import keeping_leases, pg_store
+from acp_bridge.cli.store_open import answering_controls, cut_when_lease_lost, keeping_leases
 from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.elicitation import declining
 from acp_bridge.client.events import AgentGaveUp
@@ -75,9 +75,6 @@ from acp_bridge.host.owner_endpoint import owner_endpoint
 from acp_bridge.process import killer
 from acp_bridge.process.early import AdoptedProcess
 from acp_bridge.process.spec import AgentSpec
-
-if TYPE_CHECKING:
-    from acp_bridge.pgstore.lease import Lease
 
 __all__ = ["run_resolved"]
 
@@ -291,7 +288,10 @@ async def _run_agent(
                         printing.start_soon(printer.run, conversation.subscribe(replay=True))
                         interrupts.conversation = conversation
                         _stop_when_lease_lost(store, conversation, interrupts)
-                        async with owner_endpoint(conversation, store):  # issue 22
+                        async with (
+                            owner_endpoint(conversation, store),  # issue 22
+                            answering_controls(store, conversation),  # issue 23
+                        ):
                             code = await _drive(
                                 store, conversation, args, interrupts, unsettled, record.paused
                             )
@@ -380,19 +380,13 @@ def _stop_when_lease_lost(
 ) -> None:
     """On a shared store (issue 23): when the conversation's lease is lost (another host took
     it over), cut the running turn at once and end the run (exit 4)."""
-    shared = pg_store(store)
-    if shared is None:
-        return
 
-    def lost(lease: Lease) -> None:
-        if lease.conversation_id != conversation.id or interrupts.lease_lost:
-            return
+    def lost() -> None:
         _say(f"the lease of conversation {conversation.id} was lost (another host owns it now)")
         interrupts.lease_lost = True
-        conversation.lease_lost()
         interrupts.stopped.set()
 
-    shared.report_lost_here(lost)
+    cut_when_lease_lost(store, conversation, lost)
 
 
 def _messages_waiting(conversation: Conversation) -> bool:

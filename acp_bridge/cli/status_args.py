@@ -28,7 +28,10 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
             "owner live, what the store says, marked 'no host' (queued messages wait for the "
             "next owner). With --json, one JSON object per line: the owner's fields "
             "(conversationId, agent, agentState, pid, queueDepth, runningSeq, clients, "
-            "lastEvent) plus 'owner' (the owner's socket and pid, or null from the store). "
+            "lastEvent) plus 'owner' (the owner's socket and pid, or null from the store). On a "
+            "PostgreSQL store, a conversation a live host this one cannot reach owns shows the "
+            "store's queue, marked 'owned by another host', and 'owner' gives that host, its "
+            "pid, its tag and the age of its heartbeat, from the lease (stderr says so too). "
             + OWNER_TEXT
         ),
         epilog=EXIT_CODES,

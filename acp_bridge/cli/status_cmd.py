@@ -3,6 +3,9 @@
 Without ID: the host's open conversations (``_acp_bridge/status``); with no host, every stored
 conversation, marked ``no host``. With ID: the owner the conversation's lock names, else the
 host; a host that does not hold it open, or no owner at all, leaves the store's word, marked.
+On a PostgreSQL store whose conversation a live host this one cannot reach owns (issue 23),
+the store's word is marked ``owned by another host``, with that owner as its lease row names it
+(host, pid, tag, heartbeat age) and the stored queue.
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ from typing import Any
 
 from acp_bridge.cli.exit_codes import EXIT_OK
 from acp_bridge.cli.guarded_output import guarded_stdout
+from acp_bridge.cli.store_open import pg_store
 from acp_bridge.cli.verb_owner import (
     agent_name,
     host_socket,
+    lease_owner_text,
     open_owner,
     open_store,
     owner_endpoints,
     resolve_conversation,
     run_verb,
+    say,
     store_path,
 )
 from acp_bridge.conversation.records import ConversationRecord
@@ -68,9 +74,9 @@ async def _status(args: argparse.Namespace) -> int:
             try:
                 found = await client.status(record.id)
             except HostRequestError as exc:
-                if exc.code != ErrorCode.RESOURCE_NOT_FOUND:
+                if exc.code != ErrorCode.RESOURCE_NOT_FOUND and not exc.is_owned_elsewhere:
                     raise
-                found = []  # not held open there: the store's word
+                found = []  # not held open there (or owned elsewhere): the store's word
             if found:
                 _print(args, [_owned(row, client) for row in found], empty="")
                 return EXIT_OK
@@ -78,9 +84,32 @@ async def _status(args: argparse.Namespace) -> int:
         else:
             state = "no host"
     with open_store(store) as opened:
-        rows = [_stored(opened, record, state)] if opened is not None else []
+        rows = [] if opened is None else [_owned_elsewhere(opened, _stored(opened, record, state))]
     _print(args, rows, empty=f"no stored conversation {record.id} in {store}")
+    elsewhere = rows[0]["owner"] if rows else None
+    if isinstance(elsewhere, dict) and not args.json:
+        say(
+            "status",
+            f"conversation {record.id} is {rows[0]['agentState']}: {elsewhere['text']}, "
+            f"heartbeat {elsewhere['heartbeatAgeS']:.1f} s ago; the queue shown is the store's",
+        )
     return EXIT_OK
+
+
+def _owned_elsewhere(store: Store, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` (the store's word) with the live owner a shared store's lease names, if any."""
+    shared = pg_store(store)
+    lease = None if shared is None else shared.lease_owner(row["conversationId"])
+    if lease is None or not lease.held:
+        return row
+    owner = {
+        "host": lease.host,
+        "pid": lease.pid,
+        "tag": lease.owner,
+        "heartbeatAgeS": round(lease.heartbeat_age_s, 3),
+        "text": lease_owner_text(lease),
+    }
+    return {**row, "agentState": "owned by another host", "pid": lease.pid, "owner": owner}
 
 
 def _owned(row: dict[str, Any], client: HostClient) -> dict[str, Any]:

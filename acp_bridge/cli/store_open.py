@@ -14,11 +14,12 @@ No password is ever printed: a PostgreSQL store is named by its redacted URL
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -31,11 +32,15 @@ from acp_bridge.pgstore.url import is_postgres_url
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
+    from acp_bridge.conversation.conversation import Conversation
     from acp_bridge.host.serve import Host
+    from acp_bridge.pgstore.lease import Lease
     from acp_bridge.pgstore.notify import Notification
     from acp_bridge.pgstore.store import PgStore
 
 __all__ = [
+    "answering_controls",
+    "cut_when_lease_lost",
     "is_postgres_url",
     "keeping_leases",
     "listen_for_sends",
@@ -46,6 +51,8 @@ __all__ = [
     "store_spec",
     "url_at",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def store_spec(given: str | Path | None) -> str:
@@ -143,24 +150,61 @@ async def keeping_leases(store: Store) -> AsyncIterator[None]:
         tg.cancel_scope.cancel()
 
 
-async def listen_for_sends(store: Store, host: Host, task_group: TaskGroup) -> None:
-    """On a PostgreSQL store, listen (in ``task_group``) for the messages other hosts commit,
-    and hand each conversation notified to ``host`` (:meth:`Host.sent_elsewhere`); returns once
-    listening, so nothing committed afterwards is missed. Nothing for SQLite."""
+def cut_when_lease_lost(store: Store, conversation: Conversation, then: Callable[[], None]) -> None:
+    """On a PostgreSQL store (issue 23): when ``conversation``'s lease is lost (another host
+    took it over, or the lease session ended), cut its running turn at once
+    (``Conversation.lease_lost``: nothing more is written; the next owner ends the message
+    failed and recoverable), then call ``then`` (the owner says so and ends), once, on this
+    event loop's thread. Nothing for SQLite. Call it from the owner's event loop."""
     shared = pg_store(store)
     if shared is None:
         return
+    cut = False
+
+    def lost(lease: Lease) -> None:
+        nonlocal cut
+        if lease.conversation_id != conversation.id or cut:
+            return
+        cut = True
+        conversation.lease_lost()
+        then()
+
+    shared.report_lost_here(lost)
+
+
+async def listen_for_sends(store: Store, host: Host, task_group: TaskGroup) -> None:
+    """On a PostgreSQL store, listen (in ``task_group``) for the messages other hosts commit,
+    and hand each conversation notified to ``host`` (:meth:`Host.sent_elsewhere`), and for the
+    cancel and stop requests asked through the store (:meth:`Host.control`: every pending one
+    of a conversation as the host takes it, and of all after the listener reconnected); returns
+    once listening, so nothing committed afterwards is missed. Nothing for SQLite."""
+    shared = pg_store(store)
+    if shared is None:
+        return
+    from acp_bridge.pgstore.control import ControlDesk, ControlRequest
     from acp_bridge.pgstore.notify import CONTROL_CHANNEL, QUEUE_CHANNEL, Listener
 
+    async def act(request: ControlRequest) -> dict[str, Any] | None:
+        return await host.control(request.conversation_id, request.kind, request.seq)
+
+    desk = ControlDesk(shared, act)
+
     def woken(notification: Notification) -> None:
-        if notification.channel == CONTROL_CHANNEL:  # a cancel asked through another host
-            task_group.start_soon(host.cancel_asked, notification.conversation_id)
+        if notification.channel == CONTROL_CHANNEL:  # a cancel or stop asked elsewhere
+            task_group.start_soon(desk.sweep, notification.conversation_id)
         else:
             task_group.start_soon(host.sent_elsewhere, notification.conversation_id)
 
     def reconnected() -> None:  # what was notified meanwhile is lost: read the store again
         task_group.start_soon(host.missed_notifications)
+        task_group.start_soon(desk.sweep)
 
+    def taken(conversation_id: str) -> None:
+        # Each conversation the host takes (at start, or when asked for it): what is pending
+        # for it, so a request stored for an owner that died is acted on by the next one.
+        task_group.start_soon(desk.sweep, conversation_id)
+
+    host.on_taken = taken
     listener = Listener(
         shared.url,
         woken,
@@ -169,3 +213,70 @@ async def listen_for_sends(store: Store, host: Host, task_group: TaskGroup) -> N
         on_reconnected=reconnected,
     )
     await task_group.start(listener.run)
+
+
+@asynccontextmanager
+async def answering_controls(store: Store, conversation: Conversation) -> AsyncIterator[None]:
+    """While the context is open, on a PostgreSQL store: act on the cancel and stop requests
+    asked of ``conversation`` through the store (a ``run`` or ``chat`` owner; issue 23), at
+    each notification and, for every pending one, at start and after the listener
+    reconnected. Nothing for SQLite (the verbs reach the owner's socket). A listener that
+    cannot reconnect within its bound is logged, and the owner goes on without it."""
+    shared = pg_store(store)
+    if shared is None:
+        yield
+        return
+    from acp_bridge.host.acp_server import cancel_answer, stop_answer
+    from acp_bridge.pgstore.control import ControlDesk, ControlRequest
+    from acp_bridge.pgstore.notify import CONTROL_CHANNEL, Listener
+
+    async def act(request: ControlRequest) -> dict[str, Any] | None:
+        if request.conversation_id != conversation.id:
+            return None
+        if request.kind == "stop":
+            return await stop_answer(conversation)
+        return await cancel_answer(conversation, request.seq)
+
+    desk = ControlDesk(shared, act)
+    async with anyio.create_task_group() as tg:
+
+        def woken(notification: Notification) -> None:
+            if notification.conversation_id == conversation.id:
+                tg.start_soon(desk.sweep, conversation.id)
+
+        def reconnected() -> None:  # what was notified meanwhile is lost: read the store
+            tg.start_soon(desk.sweep, conversation.id)
+
+        listener = Listener(
+            shared.url,
+            woken,
+            channels=(CONTROL_CHANNEL,),
+            owner_tag=shared.owner_tag,
+            on_reconnected=reconnected,
+        )
+
+        listening = anyio.Event()
+
+        async def listen() -> None:
+            try:
+                await listener.run(task_status=_SetEvent(listening))
+            except QueueStoreError as exc:
+                log.warning("%s: no cancel or stop through the store: %s", conversation.id, exc)
+            finally:
+                listening.set()
+
+        tg.start_soon(listen)
+        await listening.wait()
+        tg.start_soon(desk.sweep, conversation.id)  # asked before this owner listened
+        yield
+        tg.cancel_scope.cancel()
+
+
+class _SetEvent:
+    """A task status that sets an event when the task has started."""
+
+    def __init__(self, event: anyio.Event) -> None:
+        self._event = event
+
+    def started(self, value: None = None) -> None:
+        self._event.set()

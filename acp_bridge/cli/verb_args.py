@@ -1,6 +1,7 @@
-"""What the host's client verbs (``send``, ``watch``, ``cancel``, ``status``, ``attach``) share
-on the command line: ``--store`` and ``--socket``, and their exit codes. Light on purpose, like
-every registrar (``acp-bridge --help`` builds every parser): nothing here imports the library."""
+"""What the host's client verbs (``send``, ``watch``, ``cancel``, ``stop``, ``status``,
+``attach``) share on the command line: ``--store`` and ``--socket``, and their exit codes.
+Light on purpose, like every registrar (``acp-bridge --help`` builds every parser): nothing here
+imports the library."""
 
 from __future__ import annotations
 
@@ -9,11 +10,26 @@ from typing import Final
 
 from acp_bridge.cli.options import positive_seconds
 
-__all__ = ["EXIT_CODES", "OWNER_TEXT", "add_endpoint_options", "add_timeout", "add_verbose"]
+__all__ = [
+    "EXIT_CODES",
+    "OWNER_TEXT",
+    "STORE_ASK_TEXT",
+    "add_endpoint_options",
+    "add_timeout",
+    "add_verbose",
+]
 
 OWNER_TEXT: Final = (
     "The conversation's owner is found in this order: the run or chat that holds it (the "
     "socket its lock file names), else the host on --socket (acp-bridge serve), else nobody."
+)
+
+STORE_ASK_TEXT: Final = (
+    "On a PostgreSQL store whose owner is a live host this one cannot reach (another "
+    "machine), the request is stored in the database and the owner notified; the owner acts on "
+    "it (also after a lost connection) and writes its answer, which is awaited up to 10 s "
+    "(progress on stderr). With no answer by then, stderr says the request is stored and the "
+    "owner will act on it when reachable (exit 0)."
 )
 
 EXIT_CODES: Final = (

@@ -1,12 +1,16 @@
 """Finding and reaching a conversation's owner, for the client verbs (issue 22).
 
-``send``, ``watch``, ``cancel`` and ``status`` share this: the store and the host socket their
-options name (:func:`store_path`, :func:`host_socket`), the conversation an id (or a unique
-prefix of one) names in the store (:func:`resolve_conversation`), where its owner may listen
-(:func:`owner_endpoints`: the live owner's socket from its lock file, then the host's socket),
-and the first of those that answers and serves this store (:func:`open_owner`). Failures end
-the command with one line on stderr and an exit code from :mod:`.exit_codes`
+``send``, ``watch``, ``cancel``, ``stop`` and ``status`` share this: the store and the host
+socket their options name (:func:`store_path`, :func:`host_socket`), the conversation an id (or
+a unique prefix of one) names in the store (:func:`resolve_conversation`), where its owner may
+listen (:func:`owner_endpoints`: the live owner's socket from its lock file, then the host's
+socket), and the first of those that answers and serves this store (:func:`open_owner`).
+Failures end the command with one line on stderr and an exit code from :mod:`.exit_codes`
 (:class:`VerbFailed`, :func:`run_verb`); never a traceback.
+
+On a PostgreSQL store, an owner on another host is reached through the database
+(:func:`ask_through_store`: a stored request its owner answers, issue 23), and described from
+its lease row (:func:`lease_owner_text`).
 """
 
 from __future__ import annotations
@@ -20,14 +24,16 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
 from acp_bridge.cli.store_open import open_store as open_any_store
-from acp_bridge.cli.store_open import place_of_args, url_at
+from acp_bridge.cli.store_open import pg_store, place_of_args, url_at
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store_api import Store
+from acp_bridge.core.condition import Condition
 from acp_bridge.errors import QueueStoreError
 from acp_bridge.host.client import (
     CONNECT_TIMEOUT_S,
@@ -44,12 +50,19 @@ from acp_bridge.host.client import (
 from acp_bridge.host.endpoint import default_socket_path
 from acp_bridge.host.owner import OwnerInfo, read_owner
 
+if TYPE_CHECKING:
+    from acp_bridge.pgstore.lease import LeaseRow
+
 __all__ = [
+    "CONTROL_WAIT_S",
     "Owner",
+    "StoreAsked",
     "VerbFailed",
     "agent_name",
+    "ask_through_store",
     "exit_code",
     "host_socket",
+    "lease_owner_text",
     "open_owner",
     "open_store",
     "owner_endpoints",
@@ -214,3 +227,74 @@ async def open_owner(
         except NoHostError:
             continue
     return None
+
+
+# -- an owner on another host, through a shared store (issue 23) -------------------------------
+
+CONTROL_WAIT_S: Final = 10.0
+"""How long a verb waits for the answer of an owner it asked through the store."""
+
+
+@dataclass(frozen=True)
+class StoreAsked:
+    """A cancel or stop asked of an owner on another host, through the store: the owner's
+    answer (``{"cancelled", "seq"?, "queued"?}``; None when none came within
+    :data:`CONTROL_WAIT_S`: the request is stored, the owner acts on it when reachable), and
+    who the owner is (for a line on stderr)."""
+
+    answer: dict[str, Any] | None
+    owner: str
+
+
+async def ask_through_store(
+    store: Path, conversation_id: str, kind: Literal["cancel", "stop"], verb: str
+) -> StoreAsked | None:
+    """On a PostgreSQL store whose conversation a live host owns: store the request for that
+    owner (notified), then wait (bounded, progress on stderr) for its answer, woken by the
+    owner's notification. None when the store is SQLite or nobody owns the conversation (the
+    caller says what that means).
+
+    A cancel while the store shows no message running is answered here, at once: nothing to
+    cancel (a request naming no turn would otherwise cancel a later one)."""
+    with open_store(store, read_only=True) as opened:
+        shared = None if opened is None else pg_store(opened)
+        if shared is None:
+            return None
+        row = shared.lease_owner(conversation_id)
+        if row is None or not row.held:
+            return None
+        owner = lease_owner_text(row)
+        if kind == "cancel" and not shared.messages(conversation_id, ["running"]):
+            return StoreAsked({"cancelled": False}, owner)
+        from acp_bridge.pgstore.notify import CONTROL_ANSWER_CHANNEL, Listener, Notification
+
+        answered = Condition()
+
+        def woken(notification: Notification) -> None:
+            if notification.conversation_id == conversation_id:
+                answered.notify_all()
+
+        listener = Listener(
+            shared.url, woken, channels=(CONTROL_ANSWER_CHANNEL,), owner_tag=shared.owner_tag
+        )
+        async with anyio.create_task_group() as tg:
+            await tg.start(listener.run)  # listening before asking: no answer is missed
+            request = shared.request_control(conversation_id, kind)
+            say(
+                verb,
+                f"conversation {conversation_id} is owned by {owner}; asked it through the "
+                f"store to {kind} (request {request.id}), waiting up to {CONTROL_WAIT_S:g} s "
+                "for its answer",
+            )
+            answer = None
+            with anyio.move_on_after(CONTROL_WAIT_S):
+                while (answer := shared.control_outcome(request.id)) is None:
+                    await answered.wait()
+            tg.cancel_scope.cancel()
+    return StoreAsked(answer, owner)
+
+
+def lease_owner_text(row: LeaseRow) -> str:
+    """The owner a lease row names, for people: ``host H (process P)``."""
+    pid = row.pid
+    return f"host {row.host}" + (f" (process {pid})" if pid is not None else "")

@@ -5,8 +5,11 @@ Methods (docs/host.md has the wire): ``initialize``, ``session/new``, ``session/
 at the head), ``session/prompt`` (into the conversation's durable queue; answered when that
 message's own turn ends), ``session/cancel``, ``session/close``, ``session/set_mode``,
 ``session/set_config_option``; the unstable aliases ``session/attach`` and
-``session/detach``; the host's own ``_acp_bridge/hello|status|send|cancel|watch|unwatch``.
+``session/detach``; the host's own ``_acp_bridge/hello|status|send|cancel|stop|watch|unwatch``.
 Other ``session/*`` and ``_*`` requests go to the conversation's agent, with its session id.
+
+:func:`cancel_answer` and :func:`stop_answer` are what an owner does and answers for a cancel
+or a stop, whether asked here or through a shared store (issue 23).
 
 The sessionId a client sees IS the conversation id. Disconnecting detaches; it never stops a
 conversation or its turn.
@@ -21,6 +24,8 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.queue_states import MessageState
+from acp_bridge.conversation.store_api import Store
 from acp_bridge.errors import BridgeError, RpcError
 from acp_bridge.host.clients import Client
 from acp_bridge.host.conversations import ConversationHub
@@ -28,7 +33,15 @@ from acp_bridge.host.steering import steering_requests
 from acp_bridge.rpc.peer import JsonRpcPeer
 from acp_bridge.version import __version__
 
-__all__ = ["PROTOCOL_VERSION", "ConversationEntry", "Conversations", "serve_methods"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "ConversationEntry",
+    "Conversations",
+    "cancel_answer",
+    "pause_in_store",
+    "serve_methods",
+    "stop_answer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +65,47 @@ class ConversationEntry(Protocol):
     async def close(self) -> None:
         """``session/close``: end the conversation on purpose."""
         ...
+
+    async def stop(self) -> dict[str, Any]:
+        """``_acp_bridge/stop``: :func:`stop_answer` of the conversation (or, when it is not
+        open, the queue paused in the store)."""
+        ...
+
+
+async def cancel_answer(conversation: Conversation, seq: int | None = None) -> dict[str, Any]:
+    """Cancel the running turn (only if it is message ``seq``, when given: a request acted on
+    late never cancels a later turn); the queue goes on. ``{"cancelled", "seq"?}``."""
+    running = conversation.queue.running
+    if running is None or (seq is not None and running != seq):
+        return {"cancelled": False}
+    await conversation.stop()
+    await conversation.resume()
+    return {"cancelled": True, "seq": running}
+
+
+async def stop_answer(conversation: Conversation) -> dict[str, Any]:
+    """``Conversation.stop()``: the running turn cancelled (the grace window applies) and the
+    queue paused, its messages kept queued until a send or a resume.
+    ``{"cancelled", "seq"?, "queued"}``."""
+    running = conversation.queue.running
+    await conversation.stop()
+    queued = sum(
+        1
+        for message in conversation.messages()
+        if message.state is MessageState.QUEUED and message.seq != running
+    )
+    answer: dict[str, Any] = {"cancelled": running is not None, "queued": queued}
+    if running is not None:
+        answer["seq"] = running
+    return answer
+
+
+def pause_in_store(store: Store, conversation_id: str, now: float) -> dict[str, Any]:
+    """A stop of a conversation nobody runs: its queue paused in the store (the next owner
+    starts nothing until a send or a resume). The caller owns the conversation (its lock or
+    lease). Blocking: run it in a worker thread from async code."""
+    store.update_conversation(conversation_id, paused=True, now=now)
+    return {"cancelled": False, "queued": len(store.queued(conversation_id))}
 
 
 class Conversations(Protocol):
@@ -116,6 +170,7 @@ class _Methods:
             "_acp_bridge/status": self.status,
             "_acp_bridge/send": self.send,
             "_acp_bridge/cancel": self.cancel,
+            "_acp_bridge/stop": self.stop,
             "_acp_bridge/watch": self.watch,
             "_acp_bridge/unwatch": self.unwatch,
         }
@@ -275,6 +330,9 @@ class _Methods:
         entry = self._entry(params, key="conversationId")
         cancelled, seq = await entry.hub.cancel()
         return {"cancelled": cancelled, **({"seq": seq} if seq is not None else {})}
+
+    async def stop(self, params: Any) -> dict[str, Any]:
+        return await self._entry(params, key="conversationId").stop()
 
     async def watch(self, params: Any) -> dict[str, Any]:
         params = _dict(params)

@@ -139,6 +139,13 @@ class HostRequestError(HostClientError):
             ErrorCode.RESOURCE_NOT_FOUND,
         }
 
+    @property
+    def is_owned_elsewhere(self) -> bool:
+        """A host here that shares a store with the conversation's owner on another host
+        (issue 23): the request is for that owner, through the store."""
+        data = self.data.get("acpBridge") if isinstance(self.data, dict) else None
+        return isinstance(data, dict) and data.get("ownedElsewhere") is True
+
 
 # -- where the owner is ----------------------------------------------------------------------
 
@@ -405,6 +412,14 @@ class HostClient:
         if not isinstance(seq, int) or isinstance(seq, bool):
             raise self._malformed("_acp_bridge/send", answer)
         return seq
+
+    async def stop(self, conversation_id: str) -> dict[str, Any]:
+        """Stop the conversation (its running turn cancelled, its queue paused): the host's
+        answer, ``{"cancelled", "seq"?, "queued"}``."""
+        answer = await self.call("_acp_bridge/stop", {"conversationId": conversation_id})
+        if not isinstance(answer.get("cancelled"), bool):
+            raise self._malformed("_acp_bridge/stop", answer)
+        return dict(answer)
 
     async def cancel(self, conversation_id: str) -> tuple[bool, int | None]:
         """Cancel the running turn: (whether one was cancelled, its message's seq)."""

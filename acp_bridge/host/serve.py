@@ -35,7 +35,13 @@ from acp_bridge.conversation.queue_states import MessageState
 from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import BridgeError, QueueStoreError, RpcError, UnsafeFileError
-from acp_bridge.host.acp_server import ConversationEntry, serve_methods
+from acp_bridge.host.acp_server import (
+    ConversationEntry,
+    cancel_answer,
+    pause_in_store,
+    serve_methods,
+    stop_answer,
+)
 from acp_bridge.host.clients import Client, ClientLimits
 from acp_bridge.host.conversations import ConversationHub, HostConversation, HostSettings
 from acp_bridge.host.endpoint import bind_socket, prepare_socket_dir
@@ -139,6 +145,16 @@ class _Entry:
     async def close(self) -> None:
         await self._host.close_conversation(self.conversation.id)
 
+    async def stop(self) -> dict[str, Any]:
+        entry = self.conversation
+        if entry.conversation is None and entry.starting:
+            await self.open()  # its record is read already: stop it once it runs
+        conversation = entry.conversation
+        if conversation is not None:
+            return await stop_answer(conversation)
+        store = self._host.store
+        return await anyio.to_thread.run_sync(pause_in_store, store, entry.id, time.time())
+
 
 class Host:
     """The conversation host of one store (see the module's text)."""
@@ -163,6 +179,9 @@ class Host:
         self._connections = _Connections(self.options)
         self._task_group: TaskGroup | None = None
         self.changed = self._connections.changed
+        self.on_taken: Callable[[str], None] | None = None
+        """Told each conversation this host takes (claims), on the event loop's thread: a
+        shared store's pending cancel and stop requests are then acted on (issue 23)."""
 
     @property
     def task_group(self) -> TaskGroup:
@@ -265,15 +284,22 @@ class Host:
         elif not entry.starting:
             self.task_group.start_soon(self._resume, entry)
 
-    async def cancel_asked(self, conversation_id: str) -> None:
-        """Someone asked through the shared store to cancel the conversation's running turn
-        (``acp-bridge cancel`` on a host that cannot reach this one): cancelled, if this host
-        runs it; the queue goes on."""
+    async def control(
+        self, conversation_id: str, kind: str, seq: int | None
+    ) -> dict[str, Any] | None:
+        """A ``cancel`` or ``stop`` asked through the shared store (issue 23: a verb on a host
+        that cannot reach this one): done if this host holds the conversation, and the answer
+        returned (as ``_acp_bridge/cancel`` and ``_acp_bridge/stop`` answer); None when it
+        does not (the request is left for its owner). A cancel cancels only message ``seq``."""
         entry = self._open.get(conversation_id)
-        if entry is not None and entry.hub.conversation is not None:
-            cancelled, seq = await entry.hub.cancel()
-            if cancelled:
-                log.info("%s: message %s cancelled, as asked through the store", entry.id, seq)
+        if entry is None:
+            return None
+        if kind == "stop":
+            return await _Entry(self, entry).stop()
+        conversation = entry.conversation
+        if conversation is None:
+            return {"cancelled": False}
+        return await cancel_answer(conversation, seq)
 
     async def missed_notifications(self) -> None:
         """The shared store's notifications may have been missed (the listener's connection
@@ -395,6 +421,8 @@ class Host:
         except (UnsafeFileError, OSError) as exc:
             raise RpcError(-32603, str(exc)) from None
         self._open[conversation_id] = entry
+        if self.on_taken is not None:
+            self.on_taken(conversation_id)
         return entry
 
     async def create(self, params: dict[str, Any]) -> ConversationEntry:
@@ -482,6 +510,9 @@ class _OwnedEntry:
 
     async def close(self) -> None:
         raise RpcError(-32603, "this conversation is owned by a run or chat: end it there")
+
+    async def stop(self) -> dict[str, Any]:
+        return await stop_answer(self._conversation)
 
 
 class _OneConversation:

@@ -56,10 +56,12 @@ __all__ = [
     "TERMINATE_WAIT_S",
     "Lease",
     "LeaseLostError",
+    "LeaseRow",
     "acquire",
     "fenced",
     "heartbeat",
     "holds",
+    "lease_row",
     "lock_conversation",
     "lock_holder",
     "release",
@@ -282,6 +284,51 @@ def lock_holder(conn: PgConnection, conversation_id: str) -> int | None:
         if row is None:
             raise UnknownConversationError(conn.name, conversation_id)
         return _holder(cur, int(row["lock_key"]))
+
+
+@record
+class LeaseRow:
+    """What the lease table says of a conversation's owner: its tag (``host:pid:random``,
+    see :func:`~.store.host_tag`), generation, the age of its heartbeat in seconds, and
+    whether a live session holds the lease now."""
+
+    owner: str
+    generation: int
+    heartbeat_age_s: float
+    held: bool
+
+    @property
+    def host(self) -> str:
+        """The owner's host name, from its tag."""
+        return self.owner.rsplit(":", 2)[0]
+
+    @property
+    def pid(self) -> int | None:
+        """The owner's process id on its host, from its tag."""
+        parts = self.owner.rsplit(":", 2)
+        return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def lease_row(conn: PgConnection, conversation_id: str) -> LeaseRow | None:
+    """The conversation's lease row (None: nobody ever took it), and whether it is held now.
+
+    Raises:
+        UnknownConversationError: no such conversation.
+    """
+    with conn.session(f"read the owner of {conversation_id!r}") as cur:
+        cur.execute(
+            "SELECT c.lock_key, o.owner, o.generation,"
+            " EXTRACT(EPOCH FROM now() - o.heartbeat_at)::float8 AS age FROM conversations c"
+            " LEFT JOIN conversation_owners o ON o.conversation_id = c.id WHERE c.id = %s",
+            (conversation_id,),
+        )
+        row = cur.fetchone()
+        if row is None:
+            raise UnknownConversationError(conn.name, conversation_id)
+        if row["owner"] is None:
+            return None
+        held = _holder(cur, int(row["lock_key"])) is not None
+        return LeaseRow(str(row["owner"]), int(row["generation"]), float(row["age"]), held)
 
 
 def _holder(cur: Cursor, key: int) -> int | None:

@@ -2,14 +2,17 @@
 polling, that a message was sent to it through any host, and how a watcher on another host
 learns that the event log grew.
 
-Two channels, the conversation id as the payload:
+Four channels, the conversation id as the payload:
 
 - :data:`QUEUE_CHANNEL`: a message was added (:meth:`.queue.PgQueue.add_message` notifies in its
   own transaction, so the notification is delivered when, and only if, the message is
   committed);
 - :data:`EVENTS_CHANNEL`: events were appended to the conversation's log;
-- :data:`CONTROL_CHANNEL`: someone on another host asks the owner to cancel the running turn
-  (``acp-bridge cancel`` with no owner reachable where it runs; :func:`notify_cancel`).
+- :data:`CONTROL_CHANNEL`: someone on another host asks the owner to cancel the running turn or
+  to stop (``acp-bridge cancel`` or ``stop`` with no owner reachable where it runs): a row of
+  the ``control`` table was committed (:mod:`.control`);
+- :data:`CONTROL_ANSWER_CHANNEL`: the owner answered such a request (the verb that asked waits
+  for it).
 
 A notification is a hint, never the truth: the tables are. Notifications sent while a listener
 was not connected are lost, so whoever (re)starts listening reads the queue once afterwards
@@ -47,12 +50,12 @@ from acp_bridge.pgstore.retry import RECONNECT_BOUND_S
 from acp_bridge.record import record
 
 __all__ = [
+    "CONTROL_ANSWER_CHANNEL",
     "CONTROL_CHANNEL",
     "EVENTS_CHANNEL",
     "QUEUE_CHANNEL",
     "Listener",
     "Notification",
-    "notify_cancel",
     "notify_queue",
 ]
 
@@ -62,6 +65,7 @@ _MAX_DELAY_S: Final = 1.0
 QUEUE_CHANNEL: Final = "acp_bridge_queue"
 EVENTS_CHANNEL: Final = "acp_bridge_events"
 CONTROL_CHANNEL: Final = "acp_bridge_control"
+CONTROL_ANSWER_CHANNEL: Final = "acp_bridge_control_answer"
 
 
 @record
@@ -75,12 +79,6 @@ class Notification:
 def notify_queue(cur: Cursor, conversation_id: str) -> None:
     """In the caller's transaction: wake the conversation's owner when it commits."""
     cur.execute("SELECT pg_notify(%s, %s)", (QUEUE_CHANNEL, conversation_id))
-
-
-def notify_cancel(cur: Cursor, conversation_id: str) -> None:
-    """In the caller's transaction: ask the conversation's owner to cancel its running turn,
-    when it commits."""
-    cur.execute("SELECT pg_notify(%s, %s)", (CONTROL_CHANNEL, conversation_id))
 
 
 class Listener:

@@ -11,6 +11,8 @@ decoders reads both. PostgreSQL adds what sharing needs:
 - ``conversation_owners``: the lease of each conversation, its owner generation (the fencing
   token every owner write checks), the owner's tag and session, and its heartbeat
   (see :mod:`.lease`);
+- ``control`` (version 3): a cancel or stop asked of the conversation's owner by a verb on
+  another host, and the owner's answer (see :mod:`.control`);
 - booleans are ``boolean``, times ``double precision`` (epoch seconds, as SQLite's REAL), event
   ids an identity column.
 
@@ -125,7 +127,27 @@ _V2 = Migration(
     ),
 )
 
-MIGRATIONS: Final[tuple[Migration, ...]] = (_V1, _V2)
+_V3 = Migration(
+    3,
+    "control: cancel and stop asked of a conversation's owner through the database, answered",
+    (
+        """CREATE TABLE control (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            conversation_id text NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            kind text NOT NULL CHECK (kind IN ('cancel', 'stop')),
+            seq bigint,
+            asked_by text NOT NULL DEFAULT '',
+            asked_at timestamptz NOT NULL DEFAULT now(),
+            answered_at timestamptz,
+            outcome text
+        )""",
+        """CREATE INDEX control_pending ON control (conversation_id, id)
+            WHERE answered_at IS NULL""",
+        "CREATE INDEX control_by_age ON control (asked_at)",
+    ),
+)
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (_V1, _V2, _V3)
 LATEST_VERSION: Final = len(MIGRATIONS)
 
 _VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS acp_bridge_schema (

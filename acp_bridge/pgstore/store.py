@@ -66,11 +66,20 @@ from acp_bridge.conversation.records import (
 from acp_bridge.conversation.store_api import ConversationOwnedError
 from acp_bridge.conversation.store_catalog import ConversationChanges, LogEntry
 from acp_bridge.errors import UnknownConversationError
+from acp_bridge.pgstore import control
 from acp_bridge.pgstore.connection import ConnectionLostError, PgConnection
+from acp_bridge.pgstore.control import ControlKind, ControlRequest
 from acp_bridge.pgstore.conversations import PgConversations
 from acp_bridge.pgstore.keeper import LeaseKeeper
-from acp_bridge.pgstore.lease import Lease, LeaseLostError, acquire, lock_holder, release
-from acp_bridge.pgstore.notify import notify_cancel
+from acp_bridge.pgstore.lease import (
+    Lease,
+    LeaseLostError,
+    LeaseRow,
+    acquire,
+    lease_row,
+    lock_holder,
+    release,
+)
 from acp_bridge.pgstore.queue import PgQueue
 from acp_bridge.pgstore.retry import RECONNECT_BOUND_S, reopen, retrying
 from acp_bridge.pgstore.schema import migrate
@@ -290,12 +299,34 @@ class PgStore:
         conversation's lease."""
         return lock_holder(self._data, conversation_id) is not None
 
+    # -- control requests (cancel and stop through the database: .control) ---------------------
+
     @_retried
-    def request_cancel(self, conversation_id: str) -> None:
-        """Ask the conversation's owner, on whichever host, to cancel its running turn
-        (committed on return; the owner's listener acts on it: :data:`.notify.CONTROL_CHANNEL`)."""
-        with self._data.transaction(f"ask the owner of {conversation_id!r} to cancel") as cur:
-            notify_cancel(cur, conversation_id)
+    def request_control(self, conversation_id: str, kind: ControlKind) -> ControlRequest:
+        """Ask the conversation's owner, on whichever host, to ``cancel`` its running turn or
+        to ``stop`` (committed on return; its listener is woken). See :mod:`.control`."""
+        return control.ask(self._data, conversation_id, kind, asked_by=self.owner_tag)
+
+    @_retried
+    def pending_controls(self, conversation_id: str | None = None) -> list[ControlRequest]:
+        """The control requests not answered yet (of one conversation, or of all)."""
+        return control.pending(self._data, conversation_id)
+
+    @_retried
+    def answer_control(self, request_id: int, result: dict[str, Any]) -> bool:
+        """Write the owner's answer to a control request, once."""
+        return control.answer(self._data, request_id, result)
+
+    @_retried
+    def control_outcome(self, request_id: int) -> dict[str, Any] | None:
+        """The owner's answer to a control request, or None while there is none."""
+        return control.outcome(self._data, request_id)
+
+    @_retried
+    def lease_owner(self, conversation_id: str) -> LeaseRow | None:
+        """Who holds (or last held) the conversation's lease, as its row says; None when
+        nobody ever took it."""
+        return lease_row(self._data, conversation_id)
 
     @property
     def leases(self) -> list[Lease]:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from acp_bridge.errors import QueueStoreError
+from acp_bridge.pgstore import control
 from acp_bridge.pgstore.connection import PgConnection
 from acp_bridge.pgstore.conversations import PgConversations
 from acp_bridge.pgstore.lease import acquire
@@ -22,8 +23,8 @@ HOST_GRANTS = """\
 GRANT CONNECT ON DATABASE "{db}" TO {role};
 GRANT USAGE ON SCHEMA public TO {role};
 GRANT SELECT ON acp_bridge_schema TO {role};
-GRANT SELECT, INSERT, UPDATE, DELETE ON conversations, messages, events, conversation_owners
-    TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON conversations, messages, events, conversation_owners,
+    control TO {role};
 """
 
 
@@ -64,6 +65,10 @@ def test_a_host_role_with_the_documented_grants_does_everything_a_host_does(
         assert queue.mark_running(lease, 1, now=3.0, event=("turn_started", {}))
         assert queue.finish(lease, 1, "done", stop_reason="end_turn", now=4.0)
         assert [e.kind for e in PgConversations(h2).events("d")] == ["turn_started"]
+        asked = control.ask(h2, "d", "stop")  # a verb on another host asks; the owner answers
+        assert [r.id for r in control.pending(h1, "d")] == [asked.id]
+        assert control.answer(h1, asked.id, {"cancelled": False, "queued": 0})
+        assert control.outcome(h2, asked.id) == {"cancelled": False, "queued": 0}
         taken = acquire(h2, "d", stale_after_s=0)  # ends h1's session: same role
         assert taken is not None and taken.generation == lease.generation + 1
 

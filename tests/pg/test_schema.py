@@ -9,6 +9,7 @@ import pytest
 from acp_bridge.conversation.schema import Migration
 from acp_bridge.errors import QueueStoreError
 from acp_bridge.pgstore.connection import PgConnection
+from acp_bridge.pgstore.conversations import PgConversations
 from acp_bridge.pgstore.schema import (
     LATEST_VERSION,
     MIGRATIONS,
@@ -16,6 +17,7 @@ from acp_bridge.pgstore.schema import (
     migrate,
     version_of,
 )
+from tests.conversation.stores import AGENT
 
 
 def test_migrating_twice_changes_nothing_the_second_time(pg_url: str) -> None:
@@ -89,3 +91,19 @@ def test_a_database_with_someone_elses_conversations_table_is_refused(pg_url: st
             cur.execute("CREATE TABLE conversations (id int)")
         with pytest.raises(QueueStoreError, match="not an acp-bridge store"):
             migrate(conn)
+
+
+def test_a_store_at_version_2_gains_the_control_table_and_keeps_its_conversations(
+    pg_url: str,
+) -> None:
+    with PgConnection.open(pg_url) as conn:
+        assert migrate(conn, MIGRATIONS[:2]) == 2
+        PgConversations(conn).create_conversation("kept", agent=AGENT, cwd="/w", now=1.0)
+        assert migrate(conn) == LATEST_VERSION == 3
+        with conn.transaction("read") as cur:
+            cur.execute("SELECT id FROM conversations")
+            assert [row["id"] for row in cur.fetchall()] == ["kept"]
+            cur.execute("SELECT count(*) AS n FROM control")
+            row = cur.fetchone()
+            assert row is not None and row["n"] == 0
+        assert migrate(conn) == 3  # idempotent

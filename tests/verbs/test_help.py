@@ -11,6 +11,7 @@ def test_each_verbs_help_is_complete() -> None:
                  "--timeout"],
         "watch": ["--json", "--from CURSOR", "--store", "--socket", "--timeout"],
         "cancel": ["--store", "--socket", "--timeout"],
+        "stop": ["--store", "--socket", "--timeout", "paused", "queued", "PostgreSQL"],
         "status": ["--json", "--store", "--socket", "--timeout"],
         "attach": ["--agent NAME", "--host URL", "--token-file", "--exit-when-idle", "--store",
                    "--socket", "--startup-timeout", "AGENT_CMD"],
