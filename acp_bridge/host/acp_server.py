@@ -285,9 +285,26 @@ class _Methods:
             raise LookupError(method)
         if method.startswith("_acp_bridge/"):
             raise LookupError(method)  # ours: not a method we serve
+        if method.startswith("_") and "sessionId" not in _dict(params):
+            return await self._relay_unnamed(method, params)
         params = dict(_dict(params))
         conversation = await self._entry(params).open()
         params["sessionId"] = conversation.session.id
+        agent = conversation.agent
+        return await agent.call(lambda connection: connection.peer.request(method, params))
+
+    async def _relay_unnamed(self, method: str, params: Any) -> Any:
+        """An extension request that names no session (the SDKs' ``extMethod``): on a
+        connection attached to one conversation, to that conversation's agent with its params
+        unchanged, as the proxy relays it; otherwise the host cannot tell which agent."""
+        sessions = sorted(self.client.sessions)
+        if len(sessions) != 1:
+            raise RpcError(
+                _INVALID_PARAMS,
+                f"{method} names no sessionId and this connection has {len(sessions)} sessions"
+                " attached: give sessionId, or call it on a connection with one session",
+            )
+        conversation = await self.conversations.find(sessions[0]).open()
         agent = conversation.agent
         return await agent.call(lambda connection: connection.peer.request(method, params))
 

@@ -188,3 +188,21 @@ def test_a_client_gone_with_the_question_unanswered_leaves_it_to_the_others(
         listed = stays.request("session/list", {})["result"]["sessions"]
         assert [s["sessionId"] for s in listed] == [sid]  # the conversation lives on
         stays.close()
+
+
+def test_an_extension_request_naming_no_session_goes_to_the_one_attached_or_is_refused(
+    tmp_path: Path,
+) -> None:
+    with host(tmp_path, "echo_agent.py") as socket_path:
+        c = client(socket_path, "ext")
+        none = c.request("_ext.example/hello", {"a": 1})
+        assert none["error"]["code"] == -32602
+        assert "names no sessionId and this connection has 0 sessions" in none["error"]["message"]
+        new = {"cwd": str(tmp_path), "mcpServers": []}
+        c.request("session/new", new)
+        one = c.request("_ext.example/hello", {"a": 1})
+        assert one["error"]["code"] == -32601, one  # the echo agent's own answer: it got there
+        c.request("session/new", new)
+        two = c.request("_ext.example/hello", {"a": 1})
+        assert "this connection has 2 sessions" in two["error"]["message"], two
+        c.close()

@@ -110,10 +110,12 @@ def test_the_python_sdk_client_through_attach(directory: Path) -> None:
 
 
 def test_the_typescript_sdk_client_through_attach(node_sdk: Path, directory: Path) -> None:
+    """Both ends on the official TypeScript SDK (its client, and its agent behind the host)."""
     argv = ["node", str(node_sdk / "client.mjs"), json.dumps(["hello world", "echo again"])]
+    ts_agent = ["node", str(node_sdk / "agent.mjs")]
     try:
         result = subprocess.run(
-            [*argv, "--", *attach_argv(directory)],
+            [*argv, "--", *attach_argv(directory, agent_argv=ts_agent)],
             capture_output=True, text=True, cwd=directory, env=ENV, timeout=150,
         )  # fmt: skip
         summary = _summary(result)
@@ -122,9 +124,10 @@ def test_the_typescript_sdk_client_through_attach(node_sdk: Path, directory: Pat
     assert "error" not in summary, summary
     assert summary["protocolVersion"] == 1 and summary["sessionId"]
     assert summary["turns"] == ["end_turn", "end_turn"]
-    assert summary["chunks"] == ["hello ", "world", "again"]
-    # An extension request that names no session is the host's to refuse (-32602).
-    assert summary["ext"] == {"errorCode": -32602}
+    assert summary["chunks"] == ["hello ", "world ", "echo ", "again "]
+    # An extension request naming no session, on a connection attached to one conversation,
+    # reaches that conversation's agent with its params unchanged, as through the proxy.
+    assert summary["ext"] == {"echo": {"a": 1}, "method": "_ext.example/hello"}
     assert summary["agentExit"] == 0  # attach detached on the client's end of input
 
 
