@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION: Final = 1
 _INVALID_PARAMS: Final = -32602
+_NOTIFY_WAIT_S: Final = 1.0
+"""How long a relayed notification may wait to be written to the agent."""
 _NOT_FOUND: Final = -32002  # ACP's "resource not found"
 
 
@@ -144,6 +146,7 @@ def serve_methods(peer: JsonRpcPeer, client: Client, conversations: Conversation
         peer.on_request(name, handler)
     peer.on_other_requests(methods.relay)
     peer.on_notification("session/cancel", methods.cancel_notification)
+    peer.on_other_notifications(methods.relay_notification)
 
 
 class _Methods:
@@ -292,6 +295,47 @@ class _Methods:
         params["sessionId"] = conversation.session.id
         agent = conversation.agent
         return await agent.call(lambda connection: connection.peer.request(method, params))
+
+    async def relay_notification(self, method: str, params: Any) -> None:
+        """Another ``session/*`` or ``_*`` notification: to the conversation's running agent
+        (named by ``sessionId``, replaced by the agent's; a ``_*`` one naming none goes to the
+        connection's one attached conversation, unchanged). A notification starts no agent:
+        one whose agent is not ready is dropped (logged), and its write waits at most
+        :data:`_NOTIFY_WAIT_S`, since notifications are handled in arrival order."""
+        if method.startswith("_acp_bridge/") or not (
+            method.startswith("session/") or method.startswith("_")
+        ):
+            log.debug("%s: ignored notification %s", self.client.label, method)
+            return
+        named = "sessionId" in _dict(params)
+        sessions = sorted(self.client.sessions)
+        try:
+            if named:
+                entry = self._entry(params)
+            elif method.startswith("_") and len(sessions) == 1:
+                entry = self.conversations.find(sessions[0])
+            else:
+                log.info("%s: notification %s names no session: dropped", self.client.label, method)
+                return
+        except RpcError as exc:
+            log.info("%s: notification %s dropped: %s", self.client.label, method, exc.message)
+            return
+        conversation = entry.hub.conversation
+        agent = None if conversation is None else conversation.agent
+        if conversation is None or agent is None or not agent.is_ready:
+            log.info("%s: notification %s dropped: no agent runs", self.client.label, method)
+            return
+        if named:
+            params = {**_dict(params), "sessionId": conversation.session.id}
+        try:
+            written = await agent.connection.peer.notify_within(method, params, _NOTIFY_WAIT_S)
+        except BridgeError as exc:  # the agent went away meanwhile
+            log.info("%s: notification %s dropped: %s", self.client.label, method, exc)
+            return
+        if not written:
+            log.info(
+                "%s: notification %s dropped: the agent is not reading", self.client.label, method
+            )
 
     async def _relay_unnamed(self, method: str, params: Any) -> Any:
         """An extension request that names no session (the SDKs' ``extMethod``): on a

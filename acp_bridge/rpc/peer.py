@@ -46,7 +46,12 @@ from acp_bridge.errors import BridgeError, ConnectionClosedError, ResourceClosed
 from acp_bridge.rpc.dispatch import OtherRequestHandler, RequestDispatcher, RequestHandler
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader, LineWriter
 from acp_bridge.rpc.pending import PendingCall, PendingTable
-from acp_bridge.rpc.receiving import CANCEL_REQUEST_METHOD, NotificationHandler, Receiver
+from acp_bridge.rpc.receiving import (
+    CANCEL_REQUEST_METHOD,
+    NotificationHandler,
+    OtherNotificationHandler,
+    Receiver,
+)
 from acp_bridge.rpc.serving import RequestServer
 from acp_bridge.wire import jsonrpc
 from acp_bridge.wire.jsonrpc import RequestId
@@ -134,6 +139,11 @@ class JsonRpcPeer:
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle notifications of ``method`` inline, in arrival order."""
         self._receiver.on_notification(method, handler)
+
+    def on_other_notifications(self, handler: OtherNotificationHandler) -> None:
+        """Handle every notification method with no handler of its own: ``await
+        handler(method, params)``, inline, in arrival order (a relay; keep it short)."""
+        self._receiver.on_other_notifications(handler)
 
     def add_observer(self, observer: Observer) -> None:
         """Show every raw frame, in both directions, to ``observer`` (tracing, recording)."""

@@ -32,13 +32,20 @@ from acp_bridge.rpc.serving import RequestServer
 from acp_bridge.wire import jsonrpc
 from acp_bridge.wire.jsonrpc import BadMessage, Notification, Request, Response
 
-__all__ = ["CANCEL_REQUEST_METHOD", "NotificationHandler", "Receiver"]
+__all__ = [
+    "CANCEL_REQUEST_METHOD",
+    "NotificationHandler",
+    "OtherNotificationHandler",
+    "Receiver",
+]
 
 log = logging.getLogger(__name__)
 
 CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
 
 NotificationHandler = Callable[[Any], Awaitable[None] | None]
+OtherNotificationHandler = Callable[[str, Any], Awaitable[None]]
+"""``async def handler(method, params)`` for notifications with no handler of their own."""
 """``handler(params)``, sync or async. Exceptions are logged; they never stop the reader."""
 
 InObserver = Callable[[Literal["in"], bytes], None]
@@ -67,12 +74,17 @@ class Receiver:
         self._observers = observers
         self._name = name
         self._notification_handlers: dict[str, tuple[NotificationHandler, bool]] = {}
+        self._other_notifications: OtherNotificationHandler | None = None
         self.invalid_log_level = logging.WARNING
         """How loudly a line that is not valid JSON-RPC is logged."""
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle notifications of ``method`` with ``handler``, replacing any earlier one."""
         self._notification_handlers[method] = (handler, inspect.iscoroutinefunction(handler))
+
+    def on_other_notifications(self, handler: OtherNotificationHandler) -> None:
+        """Handle notifications of every method with no handler of its own (a relay)."""
+        self._other_notifications = handler
 
     async def read_until_closed(self) -> BaseException:
         """Read and route lines until the connection ends; return why it ended."""
@@ -141,6 +153,12 @@ class Receiver:
             self._server.cancel(message.params)
             return
         entry = self._notification_handlers.get(message.method)
+        if entry is None and self._other_notifications is not None:
+            try:
+                await self._other_notifications(message.method, message.params)
+            except Exception:
+                log.exception("%s: relay of notification %s failed", self._name, message.method)
+            return
         if entry is None:
             log.debug("%s: ignored notification %s", self._name, message.method)
             return

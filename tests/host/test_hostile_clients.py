@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -206,3 +207,40 @@ def test_an_extension_request_naming_no_session_goes_to_the_one_attached_or_is_r
         two = c.request("_ext.example/hello", {"a": 1})
         assert "this connection has 2 sessions" in two["error"]["message"], two
         c.close()
+
+
+def test_extension_notifications_reach_the_running_agent(tmp_path: Path) -> None:
+    """Named by sessionId (replaced by the agent's own), or naming none on a connection with
+    one conversation (unchanged); one naming nothing relayable is dropped, and the connection
+    goes on."""
+    received = tmp_path / "received.ndjson"
+    socket_path = tmp_path / "s" / "host.sock"
+    process = start_serve(
+        "--store", str(tmp_path / "q.db"), "--socket", str(socket_path), "--",
+        *agent("ext_agent.py")[:-1], "--received", str(received),
+    )  # fmt: skip
+    try:
+        c = client(socket_path, "ext")
+        sid = c.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"][
+            "sessionId"
+        ]
+        c.send({"jsonrpc": "2.0", "method": "_ext.example/note", "params": {"sessionId": sid}})
+        c.send({"jsonrpc": "2.0", "method": "_ext.example/plain", "params": {"n": 1}})
+        c.send({"jsonrpc": "2.0", "method": "not/ours", "params": {}})
+        # A request after them: the notifications were handled first, in arrival order.
+        assert "result" in c.request("session/list", {})
+        c.close()
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 30  # written to its pipe: the agent reads them soon
+        while not any(m.get("method") == "_ext.example/plain" for m in seen):
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.02)
+            seen = [json.loads(x) for x in received.read_text().splitlines() if x.strip()]
+    finally:
+        stderr = finish(process, signal.SIGTERM)
+    assert "Traceback" not in stderr, stderr
+    notes = [m for m in seen if m.get("method", "").startswith("_ext.example/")]
+    assert notes == [
+        {"jsonrpc": "2.0", "method": "_ext.example/note", "params": {"sessionId": "ext-1"}},
+        {"jsonrpc": "2.0", "method": "_ext.example/plain", "params": {"n": 1}},
+    ]
