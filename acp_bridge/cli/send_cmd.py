@@ -68,7 +68,7 @@ async def _send(args: argparse.Namespace) -> int:
                         record.id, text_content(text), interrupt=args.interrupt, label=args.label
                     )
                 except HostRequestError as exc:
-                    if not _owned_elsewhere(exc):
+                    if not exc.is_owned_elsewhere:
                         raise
                     # Issue 23: the host here shares a store with the owner on another host:
                     # committed to the store, the owner is notified.
@@ -77,11 +77,6 @@ async def _send(args: argparse.Namespace) -> int:
                 print(seq, flush=True)
             return EXIT_OK
     return _commit_for_next_owner(args, store, record.id, owner)
-
-
-def _owned_elsewhere(exc: HostRequestError) -> bool:
-    data = exc.data.get("acpBridge") if isinstance(exc.data, dict) else None
-    return isinstance(data, dict) and data.get("ownedElsewhere") is True
 
 
 async def _steer(
