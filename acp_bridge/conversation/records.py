@@ -21,6 +21,7 @@ __all__ = [
     "EventRecord",
     "FinishedTurn",
     "StoredMessage",
+    "UpdateData",
     "conversation_from_row",
     "dumps",
     "event_from_row",
@@ -143,7 +144,32 @@ class EventRecord:
 
 
 def dumps(value: Any) -> str:
+    if isinstance(value, UpdateData):
+        return value.encoded()
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class UpdateData(dict[str, Any]):
+    """The data of an ``update`` log entry, ``{"seq", "sessionId", "update"}``, that encodes
+    the agent's ``update`` once: :func:`dumps` (the store's insert) keeps its text in
+    :attr:`update_json`, and the conversation host splices that text into the
+    ``session/update`` line it sends every client instead of encoding the update again.
+    :func:`dumps` gives the same text as for the plain dict."""
+
+    update_json: str | None = None
+    """The ``update``'s JSON text, once :meth:`encoded` ran."""
+
+    def __init__(self, seq: int, session_id: str, update: Any) -> None:
+        super().__init__(seq=seq, sessionId=session_id, update=update)
+
+    def encoded(self) -> str:
+        if list(self) != ["seq", "sessionId", "update"]:  # changed since: encode it as it is
+            return dumps(dict(self))
+        text = self.update_json
+        if text is None:
+            text = self.update_json = dumps(self["update"])
+        head = f'{{"seq":{dumps(self["seq"])},"sessionId":{dumps(self["sessionId"])}'
+        return f'{head},"update":{text}}}'
 
 
 def loads(text: str, kind: type[_J]) -> _J:
