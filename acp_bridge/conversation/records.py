@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from acp_bridge.conversation.queue_states import MessageRecord, MessageState
 from acp_bridge.conversation.usage import CostMeter, UsageTotals
@@ -143,10 +143,14 @@ class EventRecord:
     data: Any
 
 
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""One encoder for every call (``json.dumps`` with these options builds one per call)."""
+
+
 def dumps(value: Any) -> str:
     if isinstance(value, UpdateData):
         return value.encoded()
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 class UpdateData(dict[str, Any]):
@@ -167,9 +171,9 @@ class UpdateData(dict[str, Any]):
             return dumps(dict(self))
         text = self.update_json
         if text is None:
-            text = self.update_json = dumps(self["update"])
-        head = f'{{"seq":{dumps(self["seq"])},"sessionId":{dumps(self["sessionId"])}'
-        return f'{head},"update":{text}}}'
+            text = self.update_json = _ENCODER.encode(self["update"])
+        seq, session_id = _ENCODER.encode(self["seq"]), _ENCODER.encode(self["sessionId"])
+        return f'{{"seq":{seq},"sessionId":{session_id},"update":{text}}}'
 
 
 def loads(text: str, kind: type[_J]) -> _J:
