@@ -99,8 +99,13 @@ class SoonFlusher:
         self._flush = flush
         self._name = name
         self._bell, self._rung = anyio.create_memory_object_stream[None](1)
+        self._rung_already = False
+        """A ring is waiting for the flush: the next ones (one per update) cost nothing."""
 
     def ring(self) -> None:
+        if self._rung_already:
+            return
+        self._rung_already = True
         closed = (anyio.BrokenResourceError, anyio.ClosedResourceError)
         with contextlib.suppress(anyio.WouldBlock, *closed):
             self._bell.send_nowait(None)
@@ -109,6 +114,7 @@ class SoonFlusher:
         """Flush after each ring until :meth:`close` (run it as a task of the conversation)."""
         with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
             async for _ in self._rung:
+                self._rung_already = False  # a ring from now on is for the next flush
                 try:
                     await self._flush()
                 except QueueStoreError as exc:  # the turn's final commit reports it too
