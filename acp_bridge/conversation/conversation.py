@@ -296,7 +296,8 @@ class Conversation:
             if self._machine.is_closed:
                 return []
             with anyio.CancelScope(shield=True):  # what is read is queued here, all of it
-                return await self._take_committed_before(None)
+                taken = await self._take_committed_before(None)
+            return taken
 
     async def _take_committed_before(self, seq: int | None) -> list[int]:
         """Queue the messages committed elsewhere (a shared store) with a seq below ``seq``
