@@ -172,8 +172,10 @@ class UpdateData(dict[str, Any]):
         text = self.update_json
         if text is None:
             text = self.update_json = _ENCODER.encode(self["update"])
-        seq, session_id = _ENCODER.encode(self["seq"]), _ENCODER.encode(self["sessionId"])
-        return f'{{"seq":{seq},"sessionId":{session_id},"update":{text}}}'
+        seq = self["seq"]
+        seq_json = str(seq) if type(seq) is int else _ENCODER.encode(seq)  # an int: its digits
+        session_json = _ENCODER.encode(self["sessionId"])
+        return f'{{"seq":{seq_json},"sessionId":{session_json},"update":{text}}}'
 
 
 def loads(text: str, kind: type[_J]) -> _J:
