@@ -582,13 +582,13 @@ class Conversation:
         return self._commits
 
     async def _write_log(self, entries: list[LogEntry]) -> None:
-        await self._db(self._store.add_events, self.id, entries, now=self._clock())
+        await self._commits.add_events(self.id, entries, now=self._clock())
 
     async def _log_event(
         self, name: str, data: dict[str, Any], seq: int | None, now: float
     ) -> None:
         await self._turn_events.flush_log()  # what happened before it is logged before it
-        await self._db(self._store.add_event, self.id, name, data, seq=seq, now=now)
+        await self._commits.add_event(self.id, name, data, seq=seq, now=now)
 
     async def _session_moved(self, new_session_id: str, now: float) -> None:
         await self._db(self._store.update_conversation, self.id, session_id=new_session_id, now=now)

@@ -86,6 +86,11 @@ class EventFanout:
         self._subscribers.append(_Subscriber(send, lossless))
         return receive
 
+    @property
+    def subscribed(self) -> bool:
+        """Someone subscribed (and has not left yet)."""
+        return bool(self._subscribers)
+
     async def publish(self, event: ConversationEvent) -> None:
         if event["event"] != "update":
             self._remember(event)

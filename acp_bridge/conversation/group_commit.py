@@ -33,24 +33,35 @@ message its caller did not hear about.
 Bound: calls are queued only by tasks awaiting them, one call per awaiting task (plus at most one
 submitted without waiting, see :meth:`GroupCommit.submit`), so the queue is bounded by the tasks
 of the conversation.
+
+The event log: :meth:`GroupCommit.add_events` and :meth:`GroupCommit.add_event` append to the
+conversation's log and, once committed, hand the entries with their ids to
+:attr:`GroupCommit.log` (a reader follows the log from there, see :mod:`.update_log`); every
+other call tells it that the log may have changed otherwise.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar
 
 import anyio
 
+from acp_bridge.conversation.records import EventRecord
 from acp_bridge.conversation.store_api import Store
+from acp_bridge.conversation.store_catalog import LogEntry
+from acp_bridge.conversation.update_log import CommittedLog
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import QueueStoreError
 
 __all__ = ["GroupCommit", "PendingCommit"]
 
 _T = TypeVar("_T")
+
+Logged = Callable[[Any], "Sequence[EventRecord] | None"]
+"""The log entries a committed call appended, from its result (None: not known)."""
 
 
 class PendingCommit(Generic[_T]):
@@ -63,6 +74,8 @@ class PendingCommit(Generic[_T]):
         # Until it runs: a batch cut short (the worker thread raised) leaves this error.
         self._error: BaseException | None = RuntimeError("the store call was never run")
         self.settled = False
+        self.logged: Logged | None = None
+        """Set for the calls that append to the event log (see :meth:`GroupCommit.add_events`)."""
 
     def __repr__(self) -> str:
         state = "queued" if not self.settled else "failed" if self.failed else "committed"
@@ -117,6 +130,8 @@ class GroupCommit:
         self.failure: QueueStoreError | None = None
         """The first store error a call raised (a full disk, the store replaced): from then on
         nothing its caller would record can be trusted to be stored."""
+        self.log = CommittedLog()
+        """What the calls committed to the event log, for a reader following it."""
 
     def submit(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> PendingCommit[_T]:
         """Queue ``method(*args, **kwargs)`` without waiting; await :meth:`PendingCommit.result`
@@ -128,6 +143,41 @@ class GroupCommit:
     async def call(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Run ``method(*args, **kwargs)`` in a committed batch and return its result."""
         return await self.submit(method, *args, **kwargs).result()
+
+    async def add_events(
+        self, conversation_id: str, entries: Sequence[LogEntry], *, now: float
+    ) -> None:
+        """``store.add_events`` in a committed batch; the entries go to :attr:`log`."""
+        listed = list(entries)
+
+        def logged(ids: Sequence[int] | None) -> list[EventRecord] | None:
+            if ids is None or len(ids) != len(listed):
+                return None
+            return [
+                EventRecord(
+                    id=ident, conversation_id=conversation_id, ts=now, seq=seq, kind=kind, data=data
+                )
+                for ident, (kind, data, seq) in zip(ids, listed, strict=True)
+            ]
+
+        call = self.submit(self._store.add_events, conversation_id, listed, now=now)
+        call.logged = logged
+        await call.result()
+
+    async def add_event(
+        self, conversation_id: str, kind: str, data: Any, *, seq: int | None = None, now: float
+    ) -> int:
+        """``store.add_event`` in a committed batch (its id); the entry goes to :attr:`log`."""
+
+        def logged(ident: int) -> list[EventRecord]:
+            entry = EventRecord(
+                id=ident, conversation_id=conversation_id, ts=now, seq=seq, kind=kind, data=data
+            )
+            return [entry]
+
+        call = self.submit(self._store.add_event, conversation_id, kind, data, seq=seq, now=now)
+        call.logged = logged
+        return await call.result()
 
     def commit_now(self) -> bool:
         """Commit every queued call at once, in this thread, if the store can without waiting
@@ -160,6 +210,10 @@ class GroupCommit:
         self.batches += 1
         for call in calls:
             call.settled = True
+            if call.logged is None:
+                self.log.committed(None)  # it may have written to the log
+            elif not call.failed:  # a failed call kept nothing
+                self.log.committed(call.logged(call._value))
         self.changed.notify_all()
 
     @staticmethod

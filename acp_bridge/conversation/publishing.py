@@ -109,6 +109,8 @@ class EventPublisher:
     ) -> None:
         """Publish an event (``keep``: commit it to the event log first; for rare events only,
         each is one fsynced commit). Lifecycle events that happened before it go first."""
+        if name == "update" and not (keep or self._pending or self._fanout.subscribed):
+            return  # no one to show it to, and no replay keeps it (the host follows the log)
         async with self._lock:
             if self._pending:
                 await self._publish_lifecycle()

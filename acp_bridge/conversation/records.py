@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from acp_bridge.conversation.queue_states import MessageRecord, MessageState
 from acp_bridge.conversation.usage import CostMeter, UsageTotals
@@ -21,6 +21,7 @@ __all__ = [
     "EventRecord",
     "FinishedTurn",
     "StoredMessage",
+    "UpdateData",
     "conversation_from_row",
     "dumps",
     "event_from_row",
@@ -142,8 +143,39 @@ class EventRecord:
     data: Any
 
 
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""One encoder for every call (``json.dumps`` with these options builds one per call)."""
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if isinstance(value, UpdateData):
+        return value.encoded()
+    return _ENCODER.encode(value)
+
+
+class UpdateData(dict[str, Any]):
+    """The data of an ``update`` log entry, ``{"seq", "sessionId", "update"}``, that encodes
+    the agent's ``update`` once: :func:`dumps` (the store's insert) keeps its text in
+    :attr:`update_json`, and the conversation host splices that text into the
+    ``session/update`` line it sends every client instead of encoding the update again.
+    :func:`dumps` gives the same text as for the plain dict."""
+
+    update_json: str | None = None
+    """The ``update``'s JSON text, once :meth:`encoded` ran."""
+
+    def __init__(self, seq: int, session_id: str, update: Any) -> None:
+        super().__init__(seq=seq, sessionId=session_id, update=update)
+
+    def encoded(self) -> str:
+        if list(self) != ["seq", "sessionId", "update"]:  # changed since: encode it as it is
+            return dumps(dict(self))
+        text = self.update_json
+        if text is None:
+            text = self.update_json = _ENCODER.encode(self["update"])
+        seq = self["seq"]
+        seq_json = str(seq) if type(seq) is int else _ENCODER.encode(seq)  # an int: its digits
+        session_json = _ENCODER.encode(self["sessionId"])
+        return f'{{"seq":{seq_json},"sessionId":{session_json},"update":{text}}}'
 
 
 def loads(text: str, kind: type[_J]) -> _J:

@@ -284,9 +284,11 @@ class QueueStore:
         """Append an event; return its id (:meth:`.ConversationCatalog.add_event`)."""
         return self._catalog.add_event(conversation_id, kind, data, seq=seq, now=now)
 
-    def add_events(self, conversation_id: str, entries: Sequence[LogEntry], *, now: float) -> None:
-        """Append several events in one transaction (one commit, one fsync)."""
-        self._catalog.add_events(conversation_id, entries, now=now)
+    def add_events(
+        self, conversation_id: str, entries: Sequence[LogEntry], *, now: float
+    ) -> list[int]:
+        """Append several events in one transaction (one commit, one fsync); their ids."""
+        return self._catalog.add_events(conversation_id, entries, now=now)
 
     def events(
         self, conversation_id: str, after_id: int = 0, limit: int | None = None

@@ -134,7 +134,10 @@ class Store(Protocol):
 
     def add_events(
         self, conversation_id: str, entries: Sequence[LogEntry], *, now: float
-    ) -> None: ...
+    ) -> Sequence[int] | None:
+        """Append several events in one commit; their ids, in order, where the store tells
+        (None: it does not, and a reader of the log reads them back)."""
+        ...
 
     def events(
         self, conversation_id: str, after_id: int = 0, limit: int | None = None

@@ -191,12 +191,16 @@ class ConversationCatalog:
                 self._rows.state(db, conversation_id, seq)  # raises if there is no such message
             return insert_event(db, conversation_id, (kind, data), seq, now, body=body)
 
-    def add_events(self, conversation_id: str, entries: Sequence[LogEntry], *, now: float) -> None:
-        """Append several events in one transaction (one commit, one fsync)."""
+    def add_events(
+        self, conversation_id: str, entries: Sequence[LogEntry], *, now: float
+    ) -> list[int]:
+        """Append several events in one transaction (one commit, one fsync); their ids."""
         with self._connection.transaction(f"log events of {conversation_id!r}") as db:
             self._rows.require(db, conversation_id)
-            for kind, data, seq in entries:
+            return [
                 insert_event(db, conversation_id, (kind, data), seq, now)
+                for kind, data, seq in entries
+            ]
 
     def last_event_id(self, conversation_id: str) -> int:
         """The id of the conversation's latest event, 0 if none (an index lookup)."""

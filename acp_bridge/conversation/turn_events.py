@@ -16,6 +16,7 @@ from typing import Any
 
 from acp_bridge.client.events import PermissionDecided, ToolCallClosed, TurnEvent, UpdateReceived
 from acp_bridge.conversation.journal import TurnJournal
+from acp_bridge.conversation.records import UpdateData
 from acp_bridge.conversation.store_catalog import LogEntry
 
 __all__ = ["TurnEvents"]
@@ -46,9 +47,9 @@ class TurnEvents:
                 # for tools that never asked permission.
                 call = {k: event.raw.get(k) for k in ("toolCallId", "title", "kind")}
                 await self._log_later("tool_call", {"seq": seq, "toolCall": call}, seq)
-            data = {"seq": seq, "sessionId": event.session_id, "update": event.raw}
-            await self._log_later("update", data, seq)
-            await self._emit("update", data)
+            update = UpdateData(seq, event.session_id, event.raw)  # encoded once, when logged
+            await self._log_later("update", update, seq)
+            await self._emit("update", update)
         elif isinstance(event, PermissionDecided):
             decision = event.option_kind or "cancelled"
             data = {"seq": seq, "toolCall": event.tool_call, "decision": decision}

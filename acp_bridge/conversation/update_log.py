@@ -17,21 +17,78 @@ happened.
 Bound: the pending batch is :data:`~.journal.LOG_BATCH` entries; at the bound the turn writes it
 itself before it reads on (backpressure). A crash of the bridge loses at most the pending
 batch, never shown to a log reader (they read committed entries only).
+
+Following the log without reading it back: a reader in this process (the conversation host's
+tail) gets what the group commit just committed from :class:`CommittedLog`, in memory, in
+commit order, with the ids the store gave, rather than reading it again from the store and
+decoding its JSON. Only the entries the conversation appends itself are known this way
+(``add_events``, ``add_event``); any other store call of the conversation (a turn's start and
+end, a steer, ...) may write the log too, and then the reader is told to read the store. In both
+stores only the conversation's owner writes its log (SQLite: the owner lock; PostgreSQL: every
+insert is fenced by the owner's lease), and the owner's writes all go through its group commit:
+so what the reader is handed, after what it read, is the log's continuation, no gap.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final
 
 import anyio
 
+from acp_bridge.conversation.records import EventRecord
 from acp_bridge.errors import QueueStoreError
 
-__all__ = ["SoonFlusher"]
+__all__ = ["COMMITTED_KEPT", "CommittedLog", "SoonFlusher"]
 
 log = logging.getLogger(__name__)
+
+COMMITTED_KEPT: Final = 4096
+"""Committed entries kept for a reader that has not taken them; past it they are dropped and
+the reader reads the store instead."""
+
+
+class CommittedLog:
+    """The entries a conversation's group commit committed to its event log since the reader
+    last took them (see the module's text). Nothing is kept until a reader :meth:`follow` s."""
+
+    def __init__(self) -> None:
+        self._following = False
+        self._entries: list[EventRecord] = []
+        self._unknown = True
+        """Something may have been committed that is not in ``_entries`` (or nothing was
+        taken yet): the reader must read the store."""
+
+    def follow(self) -> None:
+        """Start keeping entries; the first :meth:`take` says to read the store."""
+        self._following = True
+        self._entries = []
+        self._unknown = True
+
+    def committed(self, entries: Sequence[EventRecord] | None) -> None:
+        """A store call committed these entries (None: the call may have written to the log,
+        but what is not known)."""
+        if not self._following:
+            return
+        if entries is None or len(self._entries) + len(entries) > COMMITTED_KEPT:
+            self._entries = []
+            self._unknown = True
+        elif not self._unknown:
+            self._entries.extend(entries)
+
+    def take(self) -> list[EventRecord] | None:
+        """The entries committed since the last take, in log order; None when the reader must
+        read the store instead (from where it is: everything committed is there)."""
+        entries, unknown = self._entries, self._unknown
+        self._entries, self._unknown = [], False
+        return None if unknown else entries
+
+    def read_again(self) -> None:
+        """The reader read the store and may not have reached its end: read it again."""
+        self._entries = []
+        self._unknown = True
 
 
 class SoonFlusher:
@@ -42,8 +99,13 @@ class SoonFlusher:
         self._flush = flush
         self._name = name
         self._bell, self._rung = anyio.create_memory_object_stream[None](1)
+        self._rung_already = False
+        """A ring is waiting for the flush: the next ones (one per update) cost nothing."""
 
     def ring(self) -> None:
+        if self._rung_already:
+            return
+        self._rung_already = True
         closed = (anyio.BrokenResourceError, anyio.ClosedResourceError)
         with contextlib.suppress(anyio.WouldBlock, *closed):
             self._bell.send_nowait(None)
@@ -52,6 +114,7 @@ class SoonFlusher:
         """Flush after each ring until :meth:`close` (run it as a task of the conversation)."""
         with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
             async for _ in self._rung:
+                self._rung_already = False  # a ring from now on is for the next flush
                 try:
                     await self._flush()
                 except QueueStoreError as exc:  # the turn's final commit reports it too

@@ -3,8 +3,11 @@
 A :class:`ConversationHub` is one conversation as its clients see it: the ACP clients attached
 to it, the watchers, the prompts waiting for their turn to end, the permission requests being
 asked. What every client sees comes from the conversation's event log, committed (see
-:mod:`acp_bridge.conversation.update_log`): the hub's tail (:meth:`ConversationHub.live`) reads
-each new batch of entries once, encodes each notification once and puts it in every client's
+:mod:`acp_bridge.conversation.update_log`): the hub's tail (:meth:`ConversationHub.live`) takes
+each batch of entries the conversation's group commit just committed, in memory (it reads the
+store instead when the commit cannot tell what was logged: a turn's start or end, a store that
+does not report ids), encodes each notification once (an agent's update is not encoded again:
+its text, kept when it was logged, is spliced into the line) and puts it in every client's
 outbox (:mod:`.clients`), never waiting for a client. A client attaching with a cursor is first
 sent the entries after its cursor, up to the hub's head, then joins the live clients: the log's
 ids make that never twice, never a gap.
@@ -22,7 +25,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import anyio
 from anyio.abc import TaskGroup
@@ -34,7 +37,7 @@ from acp_bridge.client.supervisor import open_supervised_agent
 from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
-from acp_bridge.conversation.records import ConversationRecord, EventRecord
+from acp_bridge.conversation.records import ConversationRecord, EventRecord, UpdateData
 from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import BridgeError, QueueStoreError, RpcError
@@ -106,6 +109,7 @@ class ConversationHub:
         self._labels = SenderLabels()
         self._waiters: dict[int, TurnResult | None] = {}
         self._last_event = 0.0
+        self._update_head = _update_head(conversation_id)
 
     # -- clients -------------------------------------------------------------------------
 
@@ -167,30 +171,54 @@ class ConversationHub:
 
     async def live(self, conversation: Conversation) -> None:
         """Deliver the log's new entries to the clients while ``conversation`` is open (run it
-        as a task; cancel it when the conversation closes, then call :meth:`catch_up`)."""
+        as a task; cancel it when the conversation closes, then call :meth:`catch_up`).
+
+        The entries come from the conversation's group commit as it commits them
+        (:class:`~acp_bridge.conversation.update_log.CommittedLog`); when it cannot tell what
+        was logged, from the store, read after the head until nothing is left."""
         self.conversation = conversation
         self.changed.notify_all()
         commits = conversation.commits
+        committed = commits.log
+        committed.follow()
         while True:
             seen = commits.batches
-            try:
-                caught_up = await self.catch_up()
-            except QueueStoreError as exc:  # the conversation reports it (and stops) itself
-                log.debug("%s: the event log cannot be read: %s", self.id, exc)
-                return
-            if not caught_up and commits.batches == seen:
+            entries = committed.take()
+            if entries is None:
+                try:
+                    read = await self._read_log()
+                except QueueStoreError as exc:  # the conversation reports it (and stops) itself
+                    log.debug("%s: the event log cannot be read: %s", self.id, exc)
+                    return
+                if read is None or read == _READ_BATCH:  # the store's end not reached yet
+                    committed.read_again()
+                    continue
+            else:
+                head = self.head
+                fresh = [entry for entry in entries if entry.id > head]  # not read already
+                if fresh:
+                    self._deliver(fresh)
+                    self.changed.notify_all()
+            if commits.batches == seen:
                 await commits.changed.wait()
 
     async def catch_up(self) -> bool:
-        """Deliver the entries committed since the head; False when there were none."""
+        """Deliver the entries committed since the head (read from the store, a batch at
+        most); False when there were none."""
+        return await self._read_log() != 0
+
+    async def _read_log(self) -> int | None:
+        """Read the entries after the head from the store and deliver them: how many (fewer
+        than :data:`_READ_BATCH`: the store's end was reached), None when the head moved
+        meanwhile (read again from there)."""
         head = self.head
         entries = await anyio.to_thread.run_sync(self.store.events, self.id, head, _READ_BATCH)
         if self.head != head:
-            return True  # another reader moved it meanwhile: read again from there
+            return None
         self._deliver(entries)
         if entries:
             self.changed.notify_all()
-        return bool(entries)
+        return len(entries)
 
     def closed(self) -> None:
         """The conversation closed (its agent stopped): waiting prompts end with it."""
@@ -216,9 +244,7 @@ class ConversationHub:
                 sender, label = self._labels.take(seq)
             update = event = None
             if self.attached:
-                params = acp_update(self.id, kind, data, label)
-                if params is not None:
-                    update = _line("session/update", params)
+                update = self._update_line(kind, data, label)
             if self.watchers:
                 event = _line("_acp_bridge/event", _watch(self.id, entry))
             if update is not None or event is not None:
@@ -229,6 +255,16 @@ class ConversationHub:
                 marks = {n: c.outbox.put_count for n, c in self.attached.items()}
                 self._waiters[seq] = TurnResult(kind, dict(data), marks)
         self._put_all(lines)
+
+    def _update_line(self, kind: str, data: Any, label: str | None) -> bytes | None:
+        """The ``session/update`` line of a log entry, or None. An agent's update logged in
+        this process is spliced in as the store encoded it, not encoded again."""
+        text = data.update_json if kind == "update" and isinstance(data, UpdateData) else None
+        if text is not None and isinstance(data["update"], dict):
+            with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate: encode below
+                return self._update_head + text.encode() + b"}}\n"
+        params = acp_update(self.id, kind, data, label)
+        return None if params is None else _line("session/update", params)
 
     def _put_all(self, lines: list[_Fanned]) -> None:
         if not lines:
@@ -365,10 +401,10 @@ class ConversationHub:
         return await _first_answer(askers, method, params)
 
 
-@dataclass(frozen=True)
-class _Fanned:
+class _Fanned(NamedTuple):
     """One log entry as the clients are fed it: the ``session/update`` line for the attached
-    clients (but its ``sender``), the ``_acp_bridge/event`` line for the watchers."""
+    clients (but its ``sender``), the ``_acp_bridge/event`` line for the watchers. (A named
+    tuple: one is made per entry, and it costs half what a frozen dataclass does.)"""
 
     update: bytes | None
     sender: int | None
@@ -413,6 +449,15 @@ def _option_id(answer: Any) -> str | None:
 
 def _line(method: str, params: Any) -> bytes:
     return jsonrpc.encode_message(jsonrpc.notification(method, params))
+
+
+def _update_head(conversation_id: str) -> bytes:
+    """A ``session/update`` line of ``conversation_id`` up to its ``update`` (``_line`` gives
+    the same bytes for the whole line)."""
+    line = _line("session/update", {"sessionId": conversation_id, "update": None})
+    head, tail = line.rsplit(b"null", 1)
+    assert tail == b"}}\n"
+    return head
 
 
 def _watch(conversation_id: str, entry: EventRecord) -> dict[str, Any]:

@@ -394,6 +394,8 @@ async def measure_fanout(plan: Plan, served: Served, workdir: Path, figures: Fig
             )
             figures.add(f"fanout.{clients}.median_client_updates_per_s", median_rate)
             figures.add(f"fanout.{clients}.host_cpu_s", cpu)
+            # The host's CPU against the turn's time: near 1 it sets the pace, not the agent.
+            figures.add(f"fanout.{clients}.host_busy", cpu * rate / plan.chunks)
             figures.add(f"fanout.{clients}.clients_cpu_s", clients_cpu)
             rates[clients] = rate
             figures.add(f"fanout.{clients}.updates_per_s", rate)
@@ -669,8 +671,18 @@ def render(raw: dict[str, Any]) -> str:
         ),
         (
             f"host CPU for the turn (user + system): one client / {clients} clients",
-            f"{_med(raw, 'fanout.1.host_cpu_s'):.2f} s / "
-            f"{_med(raw, f'fanout.{clients}.host_cpu_s'):.2f} s",
+            f"{_span(raw, 'fanout.1.host_cpu_s', '.2f')} s / "
+            f"{_span(raw, f'fanout.{clients}.host_cpu_s', '.2f')} s",
+        ),
+        (
+            f"host CPU per chunk: one client / {clients} clients",
+            f"{_med(raw, 'fanout.1.host_cpu_s') / plan['chunks'] * 1e6:.0f} µs / "
+            f"{_med(raw, f'fanout.{clients}.host_cpu_s') / plan['chunks'] * 1e6:.0f} µs",
+        ),
+        (
+            f"host busy during the turn (its CPU / the turn's time): one / {clients} clients",
+            f"{_span(raw, 'fanout.1.host_busy', '.2f')} / "
+            f"{_span(raw, f'fanout.{clients}.host_busy', '.2f')}",
         ),
         (
             f"the counting clients' CPU for the turn, all of them: one / {clients}",

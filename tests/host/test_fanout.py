@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.host.harness import agent_argv, connect, running_host
@@ -75,3 +76,48 @@ async def test_a_flood_reaches_every_client_in_order_and_both_kinds_interleave(
                     assert event["update"] == frames[i]["params"]["update"]
                 else:
                     assert event["event"] == "turn_started"
+
+
+async def test_every_client_is_fed_the_committed_log_once_in_order_across_turns(
+    tmp_path: Path,
+) -> None:
+    """The live tail takes most entries from the group commit, in memory, and reads the store
+    for the rest (a turn's start and end): a watcher from cursor 0 still sees exactly the
+    store's log, each entry once, in order, and an attached client every update of it."""
+    async with running_host(tmp_path, agent_argv("echo_agent.py")) as host:
+        socket = host.socket_path
+        assert socket is not None
+        async with (
+            connect(socket, name="one") as one,
+            connect(socket, name="two") as two,
+            connect(socket, name="watcher") as watcher,
+        ):
+            new = await one.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            sid = new["sessionId"]
+            load = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+            await two.request("session/resume", load)
+            await watcher.request("session/resume", load)
+            await watcher.request("_acp_bridge/watch", {"conversationId": sid})
+
+            async def prompt(client: Any, text: str) -> None:
+                params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+                assert await client.request("session/prompt", params) == {"stopReason": "end_turn"}
+
+            async with anyio.create_task_group() as tg:  # two turns queued, FIFO
+                tg.start_soon(prompt, one, "flood 700")
+                await one.wait_for(lambda c: len(_chunks(c)) > 0)
+                tg.start_soon(prompt, two, "flood 300")
+            await prompt(one, "echo last")
+            stored = host.store.events(sid)
+            await watcher.wait_for(
+                lambda c: bool(c.events) and c.events[-1]["cursor"] >= stored[-1].id
+            )
+            seen = [(e["cursor"], e["event"]["event"]) for e in watcher.events]
+            assert seen == [(e.id, e.kind) for e in stored]
+            for event, entry in zip(watcher.events, stored, strict=True):
+                assert {k: v for k, v in event["event"].items() if k not in ("event", "ts")} == (
+                    entry.data
+                )
+            updates = [e.data["update"] for e in stored if e.kind == "update"]
+            assert [u["update"] for u in watcher.updates if "_meta" not in u["update"]] == updates
+            assert len(_chunks(two)) == 1000
