@@ -144,13 +144,16 @@ class PgConversations:
                 self._require_message(cur, cid, seq)
             return insert_event(cur, self._name, lease, (kind, data), seq, now)
 
-    def add_events(self, lease: Lease, entries: Sequence[LogEntry], *, now: float) -> None:
-        """Append several events in one transaction, under the fence."""
+    def add_events(self, lease: Lease, entries: Sequence[LogEntry], *, now: float) -> list[int]:
+        """Append several events in one transaction, under the fence; their ids, in order
+        (the conversation's row lock orders its writers, so its ids grow in commit order)."""
         cid = lease.conversation_id
         with self._conn.transaction(f"log events of {cid!r}") as cur:
             begin_fenced(cur, self._name, lease)
-            for kind, data, seq in entries:
+            return [
                 insert_event(cur, self._name, lease, (kind, data), seq, now)
+                for kind, data, seq in entries
+            ]
 
     def events(
         self, conversation_id: str, after_id: int = 0, limit: int | None = None

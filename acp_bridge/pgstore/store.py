@@ -464,9 +464,11 @@ class PgStore:
             return self._conversations.add_event(lease, kind, data, seq=seq, now=now)
 
     @_retried
-    def add_events(self, conversation_id: str, entries: Sequence[LogEntry], *, now: float) -> None:
+    def add_events(
+        self, conversation_id: str, entries: Sequence[LogEntry], *, now: float
+    ) -> list[int]:
         with self._fenced(conversation_id) as lease:
-            self._conversations.add_events(lease, entries, now=now)
+            return self._conversations.add_events(lease, entries, now=now)
 
     @_retried
     def events(
