@@ -23,11 +23,12 @@ def register(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         usage="acp-bridge status [OPTIONS] [ID]",
         description=(
             "Show the conversations the host holds open, one line each: id, agent state, the "
-            "agent's pid, queued messages, the running message's seq, attached clients, agent. "
+            "agent's pid, queued messages (waiting, not the running one; 'N paused' when a stop "
+            "holds the queue), the running message's seq, attached clients, agent. "
             "With ID (or a unique prefix of an id), that conversation, from its owner. With no "
             "owner live, what the store says, marked 'no host' (queued messages wait for the "
             "next owner). With --json, one JSON object per line: the owner's fields "
-            "(conversationId, agent, agentState, pid, queueDepth, runningSeq, clients, "
+            "(conversationId, agent, agentState, pid, queueDepth, runningSeq, paused, clients, "
             "lastEvent) plus 'owner' (the owner's socket and pid, or null from the store). On a "
             "PostgreSQL store, a conversation a live host this one cannot reach owns shows the "
             "store's queue, marked 'owned by another host', and 'owner' gives that host, its "

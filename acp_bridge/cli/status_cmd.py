@@ -35,6 +35,7 @@ from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store_api import Store
 from acp_bridge.errors import ErrorCode
 from acp_bridge.host.client import Endpoint, HostClient, HostRequestError
+from acp_bridge.host.status_rows import stored_queue_status
 
 __all__ = ["status_command"]
 
@@ -121,15 +122,12 @@ def _owned(row: dict[str, Any], client: HostClient) -> dict[str, Any]:
 def _stored(
     store: Store, record: ConversationRecord, state: str = "no host"
 ) -> dict[str, Any]:
-    messages = store.messages(record.id, ["queued", "running"])
-    running = [m.seq for m in messages if m.state == "running"]
     return {
         "conversationId": record.id,
         "agent": agent_name(record),
         "agentState": state,
         "pid": None,
-        "queueDepth": sum(1 for m in messages if m.state == "queued"),
-        "runningSeq": running[0] if running else None,
+        **stored_queue_status(store, record.id, paused=record.paused),
         "clients": 0,
         "lastEvent": None,
         "owner": None,
@@ -160,7 +158,7 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
         shown(row.get("conversationId")),
         shown(row.get("agentState")),
         shown(row.get("pid")),
-        shown(row.get("queueDepth")),
+        shown(row.get("queueDepth")) + (" paused" if row.get("paused") else ""),
         shown(row.get("runningSeq")),
         shown(row.get("clients")),
         shown(row.get("agent")),

@@ -44,11 +44,17 @@ from acp_bridge.errors import BridgeError, QueueStoreError, RpcError
 from acp_bridge.host.clients import Client
 from acp_bridge.host.log_view import SENDER_KIND, SenderLabels, acp_update, watch_event
 from acp_bridge.host.owner import conversation_owner
+from acp_bridge.host.status_rows import queue_status, stored_queue_status
 from acp_bridge.process.spec import AgentSpec
 from acp_bridge.wire import jsonrpc
 from acp_bridge.wire.elicitation import ElicitationRequest, ElicitationResponse
 
-__all__ = ["ConversationHub", "HostConversation", "HostSettings", "TurnResult"]
+__all__ = [
+    "ConversationHub",
+    "HostConversation",
+    "HostSettings",
+    "TurnResult",
+]
 
 log = logging.getLogger(__name__)
 
@@ -609,20 +615,18 @@ class HostConversation:
 
     def status(self) -> dict[str, Any]:
         conversation = self.hub.conversation
-        queued = running = None
         if conversation is not None:
-            running = conversation.queue.running
-            queued = sum(1 for m in conversation.messages() if not m.state.is_final)
+            queue = queue_status(conversation)
         else:
-            queued = sum(1 for m in self._store.messages(self.id) if not m.is_final)
+            record = self._store.get_conversation(self.id) or self.record
+            queue = stored_queue_status(self._store, self.id, paused=record.paused)
         agent = self.record.agent
         return {
             "conversationId": self.id,
             "agent": agent.get("name") or " ".join(agent.get("argv") or []),
             "agentState": self.agent_state,
             "pid": self.agent_pid,
-            "queueDepth": queued,
-            "runningSeq": running,
+            **queue,
             "clients": self.hub.clients,
             "lastEvent": self.hub.last_event or None,
         }

@@ -46,6 +46,7 @@ from acp_bridge.host.clients import Client, ClientLimits
 from acp_bridge.host.conversations import ConversationHub, HostConversation, HostSettings
 from acp_bridge.host.endpoint import bind_socket, prepare_socket_dir
 from acp_bridge.host.owner import ConversationBusyError
+from acp_bridge.host.status_rows import queue_status
 from acp_bridge.rpc.peer import JsonRpcPeer
 
 __all__ = [
@@ -502,8 +503,7 @@ class _OwnedEntry:
             "agent": agent.name,
             "agentState": "running" if agent.is_ready else "starting",
             "pid": agent.pid,
-            "queueDepth": sum(1 for m in conversation.messages() if not m.state.is_final),
-            "runningSeq": conversation.queue.running,
+            **queue_status(conversation),
             "clients": self.hub.clients,
             "lastEvent": self.hub.last_event or None,
         }

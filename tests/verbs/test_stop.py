@@ -21,6 +21,9 @@ def test_stop_through_the_real_host_cancels_the_turn_and_keeps_the_rest_queued()
                 sent = verb("send", "c-fake", "-m", "wait 60", "-m", "echo later", *where)
                 assert sent.returncode == 0, sent.stderr
                 next_event(watch.stdout, "turn_started", seq=1)
+                running = json.loads(verb("status", "c-fake", "--json", *where).stdout)
+                assert running["runningSeq"] == 1 and running["queueDepth"] == 1  # not counted
+                assert running["paused"] is False
                 stop = verb("stop", "c-fake", *where)
                 assert stop.returncode == 0, stop.stderr
                 assert stop.stdout == "1\n"
@@ -32,7 +35,9 @@ def test_stop_through_the_real_host_cancels_the_turn_and_keeps_the_rest_queued()
                 assert ended["state"] == "cancelled"
                 status = verb("status", "c-fake", "--json", *where)
                 row = json.loads(status.stdout)
-                assert row["runningSeq"] is None and row["queueDepth"] == 1  # paused
+                assert row["runningSeq"] is None and row["queueDepth"] == 1 and row["paused"]
+                table = verb("status", "c-fake", *where).stdout.splitlines()[1].split()
+                assert table[3:5] == ["1", "paused"], table
                 again = verb("stop", "c-fake", *where)  # nothing runs now: said so
                 assert again.returncode == 0 and again.stdout == ""
                 assert "nothing was running; 1 queued message stays queued" in again.stderr
