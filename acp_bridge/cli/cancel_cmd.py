@@ -10,23 +10,18 @@ is asked through the database (a stored request the owner acts on and answers, i
 from __future__ import annotations
 
 import argparse
-from contextlib import AsyncExitStack
 from typing import Any
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK
 from acp_bridge.cli.verb_owner import (
     CONTROL_WAIT_S,
     VerbFailed,
-    ask_through_store,
-    host_socket,
-    open_owner,
-    owner_endpoints,
+    ask_owner,
     resolve_conversation,
     run_verb,
     say,
     store_path,
 )
-from acp_bridge.host.client import HostRequestError
 
 __all__ = ["cancel_command"]
 
@@ -36,22 +31,8 @@ def cancel_command(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 
 async def _cancel(args: argparse.Namespace) -> int:
-    store = store_path(args)
-    record = resolve_conversation(store, args.conversation_id)
-    owner = owner_endpoints(store, record.id, host_socket(args, store))
-    async with AsyncExitStack() as stack:
-        client = await open_owner(
-            stack, owner.endpoints, store, timeout_s=args.timeout, verb="cancel"
-        )
-        if client is not None:
-            try:
-                cancelled, seq = await client.cancel(record.id)
-            except HostRequestError as exc:
-                if not exc.is_owned_elsewhere:  # else: a host here, the owner elsewhere
-                    raise
-            else:
-                return _report(record.id, {"cancelled": cancelled, "seq": seq})
-    asked = await ask_through_store(store, record.id, "cancel", "cancel")
+    record = resolve_conversation(store_path(args), args.conversation_id)
+    owner, asked = await ask_owner(args, record, "cancel")
     if asked is None:
         say("cancel", f"{owner.absent_owner_text(record.id)}: nothing is running to cancel")
         return EXIT_OK

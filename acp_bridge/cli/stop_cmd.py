@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +25,8 @@ from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK
 from acp_bridge.cli.verb_owner import (
     CONTROL_WAIT_S,
     VerbFailed,
-    ask_through_store,
-    host_socket,
-    open_owner,
+    ask_owner,
     open_store,
-    owner_endpoints,
     resolve_conversation,
     run_verb,
     say,
@@ -38,7 +34,6 @@ from acp_bridge.cli.verb_owner import (
 )
 from acp_bridge.errors import QueueStoreError
 from acp_bridge.host.acp_server import pause_in_store
-from acp_bridge.host.client import HostRequestError
 from acp_bridge.host.owner import ConversationBusyError, conversation_owner
 
 __all__ = ["stop_command"]
@@ -51,20 +46,7 @@ def stop_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
 async def _stop(args: argparse.Namespace) -> int:
     store = store_path(args)
     record = resolve_conversation(store, args.conversation_id)
-    owner = owner_endpoints(store, record.id, host_socket(args, store))
-    async with AsyncExitStack() as stack:
-        client = await open_owner(
-            stack, owner.endpoints, store, timeout_s=args.timeout, verb="stop"
-        )
-        if client is not None:
-            try:
-                answer = await client.stop(record.id)
-            except HostRequestError as exc:
-                if not exc.is_owned_elsewhere:  # else: a host here, the owner elsewhere
-                    raise
-            else:
-                return _report(record.id, answer, "")
-    asked = await ask_through_store(store, record.id, "stop", "stop")
+    _owner, asked = await ask_owner(args, record, "stop")
     if asked is None:
         return _report(record.id, _pause_unowned(store, record.id), "no live owner: ")
     if asked.answer is None:
@@ -74,7 +56,7 @@ async def _stop(args: argparse.Namespace) -> int:
             "and the owner acts on it when it is reachable",
         )
         return EXIT_OK
-    return _report(record.id, asked.answer, f"{asked.owner}: ")
+    return _report(record.id, asked.answer, f"{asked.owner}: " if asked.owner else "")
 
 
 def _pause_unowned(store: Path, conversation_id: str) -> dict[str, Any]:

@@ -59,6 +59,7 @@ __all__ = [
     "StoreAsked",
     "VerbFailed",
     "agent_name",
+    "ask_owner",
     "ask_through_store",
     "exit_code",
     "host_socket",
@@ -292,6 +293,33 @@ async def ask_through_store(
                     await answered.wait()
             tg.cancel_scope.cancel()
     return StoreAsked(answer, owner)
+
+
+async def ask_owner(
+    args: argparse.Namespace, record: ConversationRecord, kind: Literal["cancel", "stop"]
+) -> tuple[Owner, StoreAsked | None]:
+    """Ask the owner of ``record``'s conversation to cancel its running turn or to stop:
+    through its endpoint on this machine (a ``run``/``chat`` or a host), else, on a shared
+    store, through the store (:func:`ask_through_store`). The owner found, and its answer
+    (``StoreAsked.owner`` is empty for an owner here), or None when no live owner holds the
+    conversation (the caller says what that means)."""
+    store = store_path(args)
+    owner = owner_endpoints(store, record.id, host_socket(args, store))
+    async with AsyncExitStack() as stack:
+        client = await open_owner(stack, owner.endpoints, store, timeout_s=args.timeout, verb=kind)
+        if client is not None:
+            try:
+                if kind == "stop":
+                    answer = await client.stop(record.id)
+                else:
+                    cancelled, seq = await client.cancel(record.id)
+                    answer = {"cancelled": cancelled, "seq": seq}
+            except HostRequestError as exc:
+                if not exc.is_owned_elsewhere:  # else: a host here, the owner elsewhere
+                    raise
+            else:
+                return owner, StoreAsked(answer, "")
+    return owner, await ask_through_store(store, record.id, kind, kind)
 
 
 def lease_owner_text(row: LeaseRow) -> str:
