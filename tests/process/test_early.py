@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -97,24 +98,45 @@ def test_discard_kills_the_whole_group_of_an_agent_never_adopted() -> None:
 
 def test_run_kills_its_early_agent_when_the_store_cannot_be_opened(tmp_path: Path) -> None:
     """The agent of a new conversation is spawned before the store is opened (spawn first);
-    a run that then fails must not leave it behind."""
+    a run that then fails must not leave it behind. Under load the run may stop the agent
+    before it connected back: what counts is that no process of it is left (found by a
+    marker in its command line), and that one that did connect sees its end."""
     import socket
 
+    import psutil
+
     listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(20)
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
+    marker = str(tmp_path / "early-agent-history.json")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
         bridge = subprocess.run(
             [sys.executable, "-m", "acp_bridge", "run", "--store", str(blocker / "s.db"),
-             "-m", "hi", "--", *fake("echo_agent.py").argv,
+             "-m", "hi", "--", *fake("echo_agent.py", "--history", marker).argv,
              "--connect-back", str(listener.getsockname()[1])],
             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
         )  # fmt: skip
         assert bridge.returncode == 2
         assert "cannot open the store" in bridge.stderr
-        agent = listener.accept()[0]  # it was spawned early...
+
+        def left() -> list[psutil.Process]:
+            found = []
+            for process in psutil.process_iter(["cmdline", "status"]):
+                cmdline = process.info["cmdline"] or []
+                if marker in cmdline and process.info["status"] != psutil.STATUS_ZOMBIE:
+                    found.append(process)
+            return found
+
+        deadline = time.monotonic() + 10  # the bridge waited for it before exiting: at once
+        while left():
+            assert time.monotonic() < deadline, left()
+            time.sleep(0.05)
+        listener.setblocking(False)
+        try:
+            agent = listener.accept()[0]  # it connected back before it was stopped
+        except BlockingIOError:
+            return
         agent.settimeout(20)
         while agent.recv(4096):  # ...and is gone
             pass
