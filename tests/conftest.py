@@ -38,6 +38,22 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _declared_timeout(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is None:
+        return 0.0
+    bound = marker.args[0] if marker.args else marker.kwargs.get("timeout", 0)
+    return float(bound or 0)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that declare a longer bound than the suite's (``pytest.mark.timeout``: agent
+    processes importing litellm, the demo, the soak smoke, the Node peers) go first, longest
+    bound first; the rest keep their order. Under xdist they then start while there is other
+    work to share, instead of one ending up alone in the last half minute of the run."""
+    items.sort(key=lambda item: -_declared_timeout(item))  # stable
+
+
 @pytest.fixture(
     params=[
         pytest.param(("asyncio", {"debug": True}), id="asyncio"),
