@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import signal
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.pg_server import PgServer, no_server_reason, start_server
+from tests.pg_server import FreshDatabases, PgServer, no_server_reason, start_server
 
 # CI machines are small and shared: judge properties, not generation speed.
 settings.register_profile("acp-bridge", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -79,17 +78,22 @@ def pg_server() -> Iterator[PgServer]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def pg_databases(pg_server: PgServer) -> Iterator[FreshDatabases]:
+    """New databases on the session's server, the next one made while a test runs."""
+    databases = FreshDatabases(pg_server)
+    try:
+        yield databases
+    finally:
+        databases.close()
+
+
 @pytest.fixture
-def pg_url(pg_server: PgServer) -> Iterator[str]:
+def pg_url(pg_server: PgServer, pg_databases: FreshDatabases) -> Iterator[str]:
     """A new, empty database of its own for the test; dropped afterwards (its connections
     with it)."""
-    import psycopg
-
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_server.url(), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+    name = pg_databases.take()
     try:
         yield pg_server.url(name)
     finally:
-        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        pg_databases.drop(name)
