@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import signal
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.pg_server import PgServer, no_server_reason, start_server
+from tests.pg_server import FreshDatabases, PgServer, no_server_reason, start_server
 
 # CI machines are small and shared: judge properties, not generation speed.
 settings.register_profile("acp-bridge", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -36,6 +35,22 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _declared_timeout(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is None:
+        return 0.0
+    bound = marker.args[0] if marker.args else marker.kwargs.get("timeout", 0)
+    return float(bound or 0)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that declare a longer bound than the suite's (``pytest.mark.timeout``: agent
+    processes importing litellm, the demo, the soak smoke, the Node peers) go first, longest
+    bound first; the rest keep their order. Under xdist they then start while there is other
+    work to share, instead of one ending up alone in the last half minute of the run."""
+    items.sort(key=lambda item: -_declared_timeout(item))  # stable
 
 
 @pytest.fixture(
@@ -63,17 +78,22 @@ def pg_server() -> Iterator[PgServer]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def pg_databases(pg_server: PgServer) -> Iterator[FreshDatabases]:
+    """New databases on the session's server, the next one made while a test runs."""
+    databases = FreshDatabases(pg_server)
+    try:
+        yield databases
+    finally:
+        databases.close()
+
+
 @pytest.fixture
-def pg_url(pg_server: PgServer) -> Iterator[str]:
+def pg_url(pg_server: PgServer, pg_databases: FreshDatabases) -> Iterator[str]:
     """A new, empty database of its own for the test; dropped afterwards (its connections
     with it)."""
-    import psycopg
-
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_server.url(), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+    name = pg_databases.take()
     try:
         yield pg_server.url(name)
     finally:
-        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        pg_databases.drop(name)

@@ -37,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -167,6 +169,43 @@ class PgServer:
 
     def _bin(self, name: str) -> str:
         return os.path.join(self.bindir, name)
+
+
+class FreshDatabases:
+    """New, empty databases on a server, the next one made ahead on a thread: CREATE DATABASE
+    (a copy of the template: 0.3 s, seconds on a loaded machine) then overlaps the test before
+    instead of adding to each test's setup. Each database is still made for one test only."""
+
+    def __init__(self, server: PgServer) -> None:
+        self._server = server
+        self._maker = ThreadPoolExecutor(1, thread_name_prefix="pg-fresh-database")
+        self._ahead: Future[str] | None = None
+
+    def take(self) -> str:
+        """The name of a new, empty database (made now if none is ready); the next one is
+        started on its way."""
+        ready = self._ahead if self._ahead is not None else self._maker.submit(self._create)
+        self._ahead = self._maker.submit(self._create)
+        return ready.result()
+
+    def drop(self, name: str) -> None:
+        """Drop a database taken, and its connections with it."""
+        import psycopg
+
+        with psycopg.connect(self._server.url(), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def close(self) -> None:
+        """Wait for a database on its way (the spare goes with the server)."""
+        self._maker.shutdown(wait=True, cancel_futures=True)
+
+    def _create(self) -> str:
+        import psycopg
+
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(self._server.url(), autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        return name
 
 
 def start_server(*, options: tuple[str, ...] = FAST_OPTIONS) -> PgServer:

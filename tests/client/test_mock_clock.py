@@ -38,7 +38,9 @@ RESTART_DELAY_S = 300.0
 def anyio_backend() -> tuple[str, dict[str, object]]:
     # Jump only after 2 s of real time with every task blocked: far longer than any real step
     # here (a Python agent starting, a SIGKILL reaped), so only the long windows are skipped.
-    return ("trio", {"clock": trio_testing.MockClock(autojump_threshold=2.0)})
+    # rate=1: between jumps the clock runs at real speed, so the short shutdown waits (the
+    # lingering agent's 0.5 s stdin-close grace) pass in 0.5 s instead of a 2 s jump each.
+    return ("trio", {"clock": trio_testing.MockClock(rate=1.0, autojump_threshold=2.0)})
 
 
 async def test_a_long_grace_window_and_restart_delay_run_on_the_mock_clock(

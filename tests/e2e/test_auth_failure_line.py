@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.agents.agent_client import requires_litellm
 from tests.e2e.test_run_start_auth_ask import BRIDGE, ECHO, ENV, events, run
 
@@ -42,6 +44,7 @@ def lines(stderr: str) -> list[str]:
 
 
 @requires_litellm
+@pytest.mark.timeout(180)  # two runs of the built-in agent, each importing litellm: 36 s seen
 def test_a_missing_anthropic_key_is_one_line_naming_its_variable(tmp_path: Path) -> None:
     store = str(tmp_path / "s.db")
     plain = run_keyless("--store", store, "-m", "hi", "-m", "two", cwd=tmp_path)

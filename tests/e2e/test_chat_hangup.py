@@ -10,12 +10,15 @@ agent's tree is stopped, and the exit code is 130.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pty
 import select
 import socket
 import sqlite3
+import struct
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -54,6 +57,9 @@ def test_chat_on_a_terminal_that_goes_away_records_the_turn_and_exits_130(
     ]  # fmt: skip
     pid, master = pty.fork()  # the pty is the child's controlling terminal, as in tmux
     if pid == 0:  # the child: nothing of the test runs here
+        # A terminal of 24 x 120, as a tmux window has: at pty.fork's 0 x 0 the partial line
+        # showed as an ellipsis until 4 KiB of it had streamed (6 s of this turn).
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
         os.chdir(tmp_path)
         os.execvpe(command[0], command, env)
     try:

@@ -1,7 +1,9 @@
 """A bridge process for tests: supervises a forking agent until a signal ends it.
 
-Usage: bridge_host.py PORT. Prints ``ready`` once the agent has a session. SIGTERM and SIGINT
-stop it cleanly (exit 0); SIGUSR1 makes it fail with an exception (exit 1).
+Usage: bridge_host.py PORT [BACKEND]. Runs on BACKEND (asyncio or trio; asyncio when not
+given), so the tests' two backends each stop a bridge of their own kind. Prints ``ready`` once
+the agent has a session. SIGTERM and SIGINT stop it cleanly (exit 0); SIGUSR1 makes it fail
+with an exception (exit 1).
 """
 
 from __future__ import annotations
@@ -39,4 +41,4 @@ async def main(port: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1])
+    anyio.run(main, sys.argv[1], backend=sys.argv[2] if len(sys.argv) > 2 else "asyncio")

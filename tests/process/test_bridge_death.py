@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+import sniffio
 
 from tests.process.liveness import open_liveness
 
@@ -19,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 async def _run_host(signum: signal.Signals) -> int:
+    """The bridge host runs on the test's backend: each backend's signal handling is tried."""
     async with open_liveness() as liveness:
         process = await anyio.open_process(
-            [sys.executable, "-u", str(HOST), str(liveness.port)],
+            [sys.executable, "-u", str(HOST), str(liveness.port), sniffio.current_async_library()],
             stdin=subprocess.DEVNULL,
             cwd=ROOT,
         )

@@ -5,6 +5,7 @@ turn's end reaches the agent exactly once."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -213,8 +214,12 @@ async def test_the_draft_session_inject_is_used_when_advertised(tmp_path: Path) 
 
 async def test_a_steer_while_the_agent_restarts_is_queued(tmp_path: Path) -> None:
     log = tmp_path / "agent.log"
-    # The restart takes 2 s (each start does): the steer is sent well within it.
-    agent = spec(STEERING, tmp_path, log, None, "--startup-delay", "2")
+    # The restart takes 2 s: the steer is sent well within it. The first start, which nothing
+    # here is about, is not delayed (a marker file tells the two apart).
+    first = spec(STEERING, tmp_path, log, None)
+    delay_after_first = 'if [ -e "$0" ]; then exec "$@" --startup-delay 2; fi; : > "$0"; exec "$@"'
+    marker = str(tmp_path / "started-once")
+    agent = replace(first, argv=["sh", "-c", delay_after_first, marker, *first.argv])
     async with session(tmp_path, agent) as (conv, _store, events):
         await conv.send("echo going; crash")
         await events.wait_for("agent_exited")
