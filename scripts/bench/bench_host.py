@@ -48,7 +48,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,16 @@ from acp_bridge.host.client import (
     text_content,
 )
 from acp_bridge.rpc.framing import LineReader
-from scripts.common import ROOT, code_version, machine, module_command, write_section
+from scripts.bench.host_bench_common import (
+    Figures,
+    drain_lines,
+    drained,
+    med,
+    progress,
+    publish,
+    span,
+)
+from scripts.common import ROOT, code_version, machine, module_command
 
 AGENT = ROOT / "fixtures" / "agents" / "stamp_agent.py"
 MODULE = "scripts.bench.bench_host"
@@ -92,24 +101,6 @@ class Plan:
     agent_idle_s: float = 0.3
     send_rounds: int = 20
     cli_send_rounds: int = 5
-
-
-@dataclass
-class Figures:
-    """Raw samples by name (one value per run) and notes."""
-
-    samples: dict[str, list[float]] = field(default_factory=dict)
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    def add(self, key: str, value: float) -> None:
-        self.samples.setdefault(key, []).append(float(value))
-
-    def median(self, key: str) -> float:
-        return statistics.median(self.samples[key])
-
-
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def agent_argv() -> list[str]:
@@ -166,7 +157,7 @@ async def serve(
     port = int(first.rsplit("ws port ", 1)[1].split()[0]) if websocket else None
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_drain, errors)  # the host never blocks on a full stderr pipe
+            tg.start_soon(drain_lines, errors)  # the host never blocks on a full stderr pipe
             yield Served(process, store, socket, port)
             tg.cancel_scope.cancel()
     finally:
@@ -181,14 +172,6 @@ async def serve(
             await process.aclose()
 
 
-async def _drain(lines: LineReader) -> None:
-    try:
-        while True:
-            await lines.receive_line()
-    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-
-
 @asynccontextmanager
 async def host_client(served: Served) -> AsyncIterator[HostClient]:
     async with connect_host(served.endpoint, store=served.store, client_name="bench") as client:
@@ -200,18 +183,6 @@ async def new_conversation(served: Served, cwd: Path) -> str:
     async with host_client(served) as client:
         answer = await client.call("session/new", {"cwd": str(cwd), "mcpServers": []})
     return str(answer["sessionId"])
-
-
-async def drained(client: HostClient, conversation: str) -> None:
-    """Wait until every message of ``conversation`` ended (the host's status says so). Polled:
-    ``_acp_bridge/watch`` would do it on an event, but its replay of a long history stalls the
-    verbs' client (see the section's notes); this only orders the runs, it times nothing."""
-    with anyio.fail_after(120):
-        while True:
-            rows = await client.status(conversation)
-            if rows and not rows[0]["queueDepth"] and rows[0]["runningSeq"] is None:
-                return
-            await anyio.sleep(0.02)
 
 
 async def one_turn(served: Served, conversation: str, text: str) -> None:
@@ -598,24 +569,12 @@ def run_all(plan: Plan) -> dict[str, Any]:
 # -- the report ----------------------------------------------------------------------------------
 
 
-def _med(raw: dict[str, Any], key: str) -> float:
-    return statistics.median(raw["samples"][key])
-
-
-def _span(raw: dict[str, Any], key: str, fmt: str) -> str:
-    values = raw["samples"][key]
-    text = format(statistics.median(values), fmt)
-    if len(values) > 1:
-        text += f" ({format(min(values), fmt)}–{format(max(values), fmt)})"
-    return text
-
-
 def verdicts(raw: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     """(budget, limit, measured, met) for each of the host's budgets."""
     plan = raw["plan"]
-    ratio = _med(raw, "fanout.ratio")
-    rss = _med(raw, "idle.rss_mib")
-    send = _med(raw, "send.call_to_stdin_ms")
+    ratio = med(raw, "fanout.ratio")
+    rss = med(raw, "idle.rss_mib")
+    send = med(raw, "send.call_to_stdin_ms")
     stopped = raw["samples"]["idle.agents_alive"][-1] == 0
     return [
         (
@@ -658,86 +617,86 @@ def render(raw: dict[str, Any]) -> str:
     figures = [
         (
             "one client: chunks/s (send to its last chunk)",
-            _span(raw, "fanout.1.updates_per_s", ",.0f"),
+            span(raw, "fanout.1.updates_per_s", ",.0f"),
         ),
         (
             f"{clients} clients: chunks/s (send to the last client's last chunk)",
-            _span(raw, f"fanout.{clients}.updates_per_s", ",.0f"),
+            span(raw, f"fanout.{clients}.updates_per_s", ",.0f"),
         ),
-        (f"{clients} clients against one, per run", _span(raw, "fanout.ratio", ".2f") + "x"),
+        (f"{clients} clients against one, per run", span(raw, "fanout.ratio", ".2f") + "x"),
         (
             f"{clients} clients: chunks/s to the median client (not the last)",
-            _span(raw, f"fanout.{clients}.median_client_updates_per_s", ",.0f"),
+            span(raw, f"fanout.{clients}.median_client_updates_per_s", ",.0f"),
         ),
         (
             f"host CPU for the turn (user + system): one client / {clients} clients",
-            f"{_span(raw, 'fanout.1.host_cpu_s', '.2f')} s / "
-            f"{_span(raw, f'fanout.{clients}.host_cpu_s', '.2f')} s",
+            f"{span(raw, 'fanout.1.host_cpu_s', '.2f')} s / "
+            f"{span(raw, f'fanout.{clients}.host_cpu_s', '.2f')} s",
         ),
         (
             f"host CPU per chunk: one client / {clients} clients",
-            f"{_med(raw, 'fanout.1.host_cpu_s') / plan['chunks'] * 1e6:.0f} µs / "
-            f"{_med(raw, f'fanout.{clients}.host_cpu_s') / plan['chunks'] * 1e6:.0f} µs",
+            f"{med(raw, 'fanout.1.host_cpu_s') / plan['chunks'] * 1e6:.0f} µs / "
+            f"{med(raw, f'fanout.{clients}.host_cpu_s') / plan['chunks'] * 1e6:.0f} µs",
         ),
         (
             f"host busy during the turn (its CPU / the turn's time): one / {clients} clients",
-            f"{_span(raw, 'fanout.1.host_busy', '.2f')} / "
-            f"{_span(raw, f'fanout.{clients}.host_busy', '.2f')}",
+            f"{span(raw, 'fanout.1.host_busy', '.2f')} / "
+            f"{span(raw, f'fanout.{clients}.host_busy', '.2f')}",
         ),
         (
             f"the counting clients' CPU for the turn, all of them: one / {clients}",
-            f"{_med(raw, 'fanout.1.clients_cpu_s'):.2f} s / "
-            f"{_med(raw, f'fanout.{clients}.clients_cpu_s'):.2f} s",
+            f"{med(raw, 'fanout.1.clients_cpu_s'):.2f} s / "
+            f"{med(raw, f'fanout.{clients}.clients_cpu_s'):.2f} s",
         ),
         (
             f"send to the first chunk: one client / the slowest of {clients}",
-            f"{_med(raw, 'fanout.1.first_update_ms'):.1f} ms / "
-            f"{_med(raw, f'fanout.{clients}.first_update_ms'):.1f} ms",
+            f"{med(raw, 'fanout.1.first_update_ms'):.1f} ms / "
+            f"{med(raw, f'fanout.{clients}.first_update_ms'):.1f} ms",
         ),
         (
             "`attach` spawned -> `initialize` answered",
-            _span(raw, "attach.initialize_ms", ".0f") + " ms",
+            span(raw, "attach.initialize_ms", ".0f") + " ms",
         ),
         (
             "`attach` spawned -> first replayed `session/update` (after `session/load`)",
-            _span(raw, "attach.first_update_ms", ".0f") + " ms",
+            span(raw, "attach.first_update_ms", ".0f") + " ms",
         ),
         (
-            f"`attach` spawned -> `session/load` answered ({_med(raw, 'attach.replayed'):,.0f} "
+            f"`attach` spawned -> `session/load` answered ({med(raw, 'attach.replayed'):,.0f} "
             "updates replayed)",
-            _span(raw, "attach.loaded_ms", ".0f") + " ms",
+            span(raw, "attach.loaded_ms", ".0f") + " ms",
         ),
         (
             "one client over the Unix socket: chunks/s",
-            _span(raw, "transport.unix.updates_per_s", ",.0f"),
+            span(raw, "transport.unix.updates_per_s", ",.0f"),
         ),
         (
             "one client over WebSocket (ws://127.0.0.1, token): chunks/s",
-            _span(raw, "transport.ws.updates_per_s", ",.0f"),
+            span(raw, "transport.ws.updates_per_s", ",.0f"),
         ),
-        ("WebSocket against Unix socket, per run", _span(raw, "transport.ratio", ".2f") + "x"),
+        ("WebSocket against Unix socket, per run", span(raw, "transport.ratio", ".2f") + "x"),
         (
             f"host RSS: started / while creating / {idle} idle, agents stopped",
-            f"{_med(raw, 'idle.rss_start_mib'):.1f} / "
-            f"{_med(raw, 'idle.rss_while_creating_mib'):.1f} / {_med(raw, 'idle.rss_mib'):.1f} MiB",
+            f"{med(raw, 'idle.rss_start_mib'):.1f} / "
+            f"{med(raw, 'idle.rss_while_creating_mib'):.1f} / {med(raw, 'idle.rss_mib'):.1f} MiB",
         ),
-        ("agent processes left under the idle host", f"{_med(raw, 'idle.agents_alive'):.0f}"),
+        ("agent processes left under the idle host", f"{med(raw, 'idle.agents_alive'):.0f}"),
         (
             f"`_acp_bridge/send` -> prompt on the agent's stdin ({plan['send_rounds']} rounds)",
-            _span(raw, "send.call_to_stdin_ms", ".2f") + " ms",
+            span(raw, "send.call_to_stdin_ms", ".2f") + " ms",
         ),
         (
             "`_acp_bridge/send` -> its answer (`seq`, committed)",
-            _span(raw, "send.call_answered_ms", ".2f") + " ms",
+            span(raw, "send.call_answered_ms", ".2f") + " ms",
         ),
         (
             f"`acp-bridge send` spawned -> prompt on the agent's stdin "
             f"({plan['cli_send_rounds']} rounds)",
-            _span(raw, "send.cli_spawn_to_stdin_ms", ".0f") + " ms",
+            span(raw, "send.cli_spawn_to_stdin_ms", ".0f") + " ms",
         ),
         (
             "`acp-bridge send` wall time, spawn to exit",
-            _span(raw, "send.cli_wall_ms", ".0f") + " ms",
+            span(raw, "send.cli_wall_ms", ".0f") + " ms",
         ),
     ]
     rows += ["", "| figure | median (min–max) |", "|---|---:|"]
@@ -788,14 +747,8 @@ def main(argv: list[str] | None = None) -> int:
         idle_conversations=args.idle_conversations,
     )
     raw = run_all(plan)
-    body = render(raw)
-    print(body)
-    if args.write:
-        write_section(args.write, "bench_host", body, INTRO)
-    if args.json:  # this suite's part of the file (``sections.host``), the rest kept
-        whole = json.loads(args.json.read_text()) if args.json.exists() else {}
-        whole.setdefault("sections", {})["host"] = raw
-        args.json.write_text(json.dumps(whole, indent=1, default=str) + "\n")
+    publish(render(raw), raw, write=args.write, json_path=args.json, marker="bench_host",
+            intro=INTRO, suite="host")  # fmt: skip
     return 0
 
 

@@ -42,14 +42,13 @@ import argparse
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +57,15 @@ import anyio.to_thread
 import psutil
 from anyio.abc import Process
 
+from scripts.bench.host_bench_common import (
+    Figures,
+    drain_lines,
+    drained,
+    med,
+    progress,
+    publish,
+    span,
+)
 from scripts.common import ROOT, code_version, machine, write_section
 
 if TYPE_CHECKING:
@@ -93,24 +101,6 @@ class Plan:
     conversations: int = 1000
     hosts: int = 3
     agent_idle_s: float = 0.3
-
-
-@dataclass
-class Figures:
-    """Raw samples by name and notes."""
-
-    samples: dict[str, list[float]] = field(default_factory=dict)
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    def add(self, key: str, value: float) -> None:
-        self.samples.setdefault(key, []).append(float(value))
-
-    def count(self, key: str) -> None:
-        self.notes[key] = int(self.notes.get(key, 0)) + 1
-
-
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # -- queue turns/s through the library ------------------------------------------------------------
@@ -215,7 +205,7 @@ async def serve(url: str, workdir: Path, name: str, *options: str) -> AsyncItera
         raise RuntimeError(f"host {name} did not start: {first}")
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_drain, errors)  # a full stderr pipe would stop the host
+            tg.start_soon(drain_lines, errors)  # a full stderr pipe would stop the host
             yield Host(name, process, socket, stamps)
             tg.cancel_scope.cancel()
     finally:
@@ -230,14 +220,6 @@ async def serve(url: str, workdir: Path, name: str, *options: str) -> AsyncItera
             await process.aclose()
 
 
-async def _drain(lines: Any) -> None:
-    try:
-        while True:
-            await lines.receive_line()
-    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-
-
 @asynccontextmanager
 async def client_of(host: Host) -> AsyncIterator[HostClient]:
     from acp_bridge.host.client import Endpoint, connect_host
@@ -250,17 +232,6 @@ async def new_conversation(host: Host, cwd: Path) -> str:
     async with client_of(host) as client:
         answer = await client.call("session/new", {"cwd": str(cwd), "mcpServers": []})
     return str(answer["sessionId"])
-
-
-async def drained(client: HostClient, conversation: str) -> None:
-    """Until every message of ``conversation`` ended, by the owner's status (polled: this
-    orders the runs, it times nothing)."""
-    with anyio.fail_after(120):
-        while True:
-            rows = await client.status(conversation)
-            if rows and not rows[0]["queueDepth"] and rows[0]["runningSeq"] is None:
-                return
-            await anyio.sleep(0.02)
 
 
 async def send_as_verb(client: HostClient, store: PgStore, conversation: str, text: str) -> str:
@@ -546,21 +517,9 @@ def run_all(plan: Plan) -> dict[str, Any]:
 # -- the report -----------------------------------------------------------------------------------
 
 
-def _med(raw: dict[str, Any], key: str) -> float:
-    return statistics.median(raw["samples"][key])
-
-
-def _span(raw: dict[str, Any], key: str, fmt: str, scale: float = 1.0) -> str:
-    values = [v * scale for v in raw["samples"][key]]
-    text = format(statistics.median(values), fmt)
-    if len(values) > 1:
-        text += f" ({format(min(values), fmt)}–{format(max(values), fmt)})"
-    return text
-
-
 def verdicts(raw: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     """(budget, limit, measured, met) where the issue or design.md gives a budget."""
-    send = _med(raw, "send.b.to_stdin_ms")
+    send = med(raw, "send.b.to_stdin_ms")
     rss = max(raw["samples"]["many.host_rss_mib"])
     per_host = int(max(raw["samples"]["many.conversations_per_host"]))
     stopped = sum(raw["samples"]["many.agents_alive"]) == 0
@@ -601,7 +560,7 @@ def render(raw: dict[str, Any]) -> str:
     for budget, limit, measured, met in verdicts(raw):
         rows.append(f"| {budget} | {limit} | {measured} | {'met' if met else 'MISSED'} |")
     size = raw["samples"]
-    tables = ", ".join(f"{table} {_med(raw, f'many.size.{table}') / MIB:.1f}" for table in TABLES)
+    tables = ", ".join(f"{table} {med(raw, f'many.size.{table}') / MIB:.1f}" for table in TABLES)
     send_ways = ", ".join(
         f"{key.rsplit('via_', 1)[1]} {value}"
         for key, value in sorted(notes.items())
@@ -620,60 +579,60 @@ def render(raw: dict[str, Any]) -> str:
     figures = [
         (
             f"queue turns/s, SQLite ({plan['messages']} echo turns sent at once)",
-            _span(raw, "queue.sqlite.turns_per_s", ",.0f"),
+            span(raw, "queue.sqlite.turns_per_s", ",.0f"),
         ),
         (
             "queue turns/s, PostgreSQL (synchronous_commit on)",
-            _span(raw, "queue.pg.turns_per_s", ",.0f"),
+            span(raw, "queue.pg.turns_per_s", ",.0f"),
         ),
         (
             "queue turns/s, PostgreSQL with synchronous_commit off (SQLite's durability)",
-            _span(raw, "queue.pg_async_commit.turns_per_s", ",.0f"),
+            span(raw, "queue.pg_async_commit.turns_per_s", ",.0f"),
         ),
-        ("PostgreSQL against SQLite, per run", _span(raw, "queue.ratio", ".2f") + "x"),
+        ("PostgreSQL against SQLite, per run", span(raw, "queue.ratio", ".2f") + "x"),
         (
             "PostgreSQL (synchronous_commit off) against SQLite, per run",
-            _span(raw, "queue.async_ratio", ".2f") + "x",
+            span(raw, "queue.async_ratio", ".2f") + "x",
         ),
         (
             f"`_acp_bridge/send` on B (not the owner) -> prompt on A's agent stdin "
             f"({plan['send_rounds']} rounds; went via: {send_ways})",
-            _span(raw, "send.b.to_stdin_ms", ".2f") + " ms",
+            span(raw, "send.b.to_stdin_ms", ".2f") + " ms",
         ),
         (
             "... B's answer, then the commit to the store (what `send` waits for)",
-            _span(raw, "send.b.answered_ms", ".2f") + " ms",
+            span(raw, "send.b.answered_ms", ".2f") + " ms",
         ),
         (
             "`_acp_bridge/send` on A (the owner) -> prompt on A's agent stdin",
-            _span(raw, "send.a.to_stdin_ms", ".2f") + " ms",
+            span(raw, "send.a.to_stdin_ms", ".2f") + " ms",
         ),
         (
             "the same with synchronous_commit off: B (not the owner) -> A's agent stdin",
-            _span(raw, "send_async.b.to_stdin_ms", ".2f") + " ms",
+            span(raw, "send_async.b.to_stdin_ms", ".2f") + " ms",
         ),
         (
             "... B's answer, then the commit to the store",
-            _span(raw, "send_async.b.answered_ms", ".2f") + " ms",
+            span(raw, "send_async.b.answered_ms", ".2f") + " ms",
         ),
         (
             "... A (the owner) -> A's agent stdin",
-            _span(raw, "send_async.a.to_stdin_ms", ".2f") + " ms",
+            span(raw, "send_async.a.to_stdin_ms", ".2f") + " ms",
         ),
         (
             f"`kill -9` of the owner -> B owns the conversation "
             f"({len(raw['samples']['takeover.to_owned_ms'])} timed runs of {plan['takeovers']})",
-            _span(raw, "takeover.to_owned_ms", ".0f") + " ms",
+            span(raw, "takeover.to_owned_ms", ".0f") + " ms",
         ),
         (
             f"`kill -9` of the owner -> B's agent reads the next prompt (sent through B at "
             f"once; went via: {takeover_ways})",
-            _span(raw, "takeover.to_prompt_ms", ".0f") + " ms",
+            span(raw, "takeover.to_prompt_ms", ".0f") + " ms",
         ),
         (
             f"{plan['conversations']:,} conversations on {plan['hosts']} hosts: made, one "
             "turn each / until every agent stopped (once)",
-            f"{_med(raw, 'many.create_s'):.0f} s / {_med(raw, 'many.all_stopped_s'):.0f} s",
+            f"{med(raw, 'many.create_s'):.0f} s / {med(raw, 'many.all_stopped_s'):.0f} s",
         ),
         (
             "each host's RSS, agents stopped (per host)",
@@ -689,11 +648,11 @@ def render(raw: dict[str, Any]) -> str:
         ),
         (
             "database size (`pg_database_size`)",
-            f"{_med(raw, 'many.size.database') / MIB:.1f} MiB",
+            f"{med(raw, 'many.size.database') / MIB:.1f} MiB",
         ),
         (
-            f"per table, with indexes (MiB; {_med(raw, 'many.size.messages.rows'):,.0f} "
-            f"messages, {_med(raw, 'many.size.events.rows'):,.0f} events)",
+            f"per table, with indexes (MiB; {med(raw, 'many.size.messages.rows'):,.0f} "
+            f"messages, {med(raw, 'many.size.events.rows'):,.0f} events)",
             tables,
         ),
     ]
@@ -743,14 +702,8 @@ def main(argv: list[str] | None = None) -> int:
         conversations=args.conversations,
     )
     raw = run_all(plan)
-    body = render(raw)
-    print(body)
-    if args.write:
-        write_section(args.write, "bench_pg", body, INTRO)
-    if args.json:  # this suite's part of the file (``sections.pg``), the rest kept
-        whole = json.loads(args.json.read_text()) if args.json.exists() else {}
-        whole.setdefault("sections", {})["pg"] = raw
-        args.json.write_text(json.dumps(whole, indent=1, default=str) + "\n")
+    publish(render(raw), raw, write=args.write, json_path=args.json, marker="bench_pg",
+            intro=INTRO, suite="pg")  # fmt: skip
     return 0
 
 
