@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from acp_bridge.cli.exit_codes import EXIT_OK
+from acp_bridge.cli.store_open import store_name
 from acp_bridge.cli.verb_owner import (
     Owner,
     VerbFailed,
@@ -141,7 +142,7 @@ def _commit_for_next_owner(
     seqs: list[int] = []
     with open_store(store, read_only=False) as opened:
         if opened is None:  # removed since it was resolved
-            raise VerbFailed(f"the store {store} was removed; nothing was sent")
+            raise VerbFailed(f"the store {store_name(store)} was removed; nothing was sent")
         for text in args.message:
             try:
                 message = opened.add_message(
@@ -159,13 +160,13 @@ def _commit_for_next_owner(
     plural = "s" if len(seqs) > 1 else ""
     text = (
         f"{owner.absent_owner_text(conversation_id)}: message{plural} {which} stored in "
-        f"{store}, queued for the next owner (acp-bridge run --conversation {conversation_id}, "
-        "or a host)"
+        f"{store_name(store)}, queued for the next owner (acp-bridge run --conversation "
+        f"{conversation_id}, or a host)"
     )
     if elsewhere:  # a live owner on another host sharing the store: it is notified
         text = (
             f"conversation {conversation_id} is owned by a host elsewhere: message{plural} "
-            f"{which} stored in {store}; its owner is notified"
+            f"{which} stored in {store_name(store)}; its owner is notified"
         )
     elif args.steer:
         text += "; not steered: no turn is running here to steer into, so it goes next"

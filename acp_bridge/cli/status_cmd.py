@@ -18,7 +18,7 @@ from typing import Any
 
 from acp_bridge.cli.exit_codes import EXIT_OK
 from acp_bridge.cli.guarded_output import guarded_stdout
-from acp_bridge.cli.store_open import pg_store
+from acp_bridge.cli.store_open import pg_store, store_name
 from acp_bridge.cli.verb_owner import (
     agent_name,
     host_socket,
@@ -63,7 +63,11 @@ async def _status(args: argparse.Namespace) -> int:
         with open_store(store) as opened:
             records = [] if opened is None else opened.list_conversations()
             rows = [_stored(opened, record) for record in records] if opened is not None else []
-        _print(args, rows, empty=f"no host on {socket}, and no stored conversation in {store}")
+        _print(
+            args,
+            rows,
+            empty=f"no host on {socket}, and no stored conversation in {store_name(store)}",
+        )
         return EXIT_OK
     record = resolve_conversation(store, args.conversation_id)
     owner = owner_endpoints(store, record.id, socket)
@@ -86,7 +90,7 @@ async def _status(args: argparse.Namespace) -> int:
             state = "no host"
     with open_store(store) as opened:
         rows = [] if opened is None else [_owned_elsewhere(opened, _stored(opened, record, state))]
-    _print(args, rows, empty=f"no stored conversation {record.id} in {store}")
+    _print(args, rows, empty=f"no stored conversation {record.id} in {store_name(store)}")
     elsewhere = rows[0]["owner"] if rows else None
     if isinstance(elsewhere, dict) and not args.json:
         say(
@@ -119,9 +123,7 @@ def _owned(row: dict[str, Any], client: HostClient) -> dict[str, Any]:
     return {**row, "owner": owner}
 
 
-def _stored(
-    store: Store, record: ConversationRecord, state: str = "no host"
-) -> dict[str, Any]:
+def _stored(store: Store, record: ConversationRecord, state: str = "no host") -> dict[str, Any]:
     return {
         "conversationId": record.id,
         "agent": agent_name(record),

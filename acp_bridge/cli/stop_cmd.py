@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_OK
+from acp_bridge.cli.store_open import store_name
 from acp_bridge.cli.verb_owner import (
     CONTROL_WAIT_S,
     VerbFailed,
@@ -64,7 +65,7 @@ def _pause_unowned(store: Path, conversation_id: str) -> dict[str, Any]:
     paused in the store."""
     with open_store(store, read_only=False) as opened:
         if opened is None:
-            raise VerbFailed(f"the store {store} was removed; nothing was stopped")
+            raise VerbFailed(f"the store {store_name(store)} was removed; nothing was stopped")
         holder = conversation_owner(opened, store, conversation_id)
         try:
             holder.acquire()

@@ -47,6 +47,7 @@ __all__ = [
     "open_store",
     "pg_store",
     "place_of_args",
+    "store_name",
     "store_place",
     "store_spec",
     "url_at",
@@ -94,6 +95,17 @@ def place_of_args(given: str | None) -> Path:
 def url_at(place: Path) -> str | None:
     """The PostgreSQL URL :func:`place_of_args` placed at ``place``; None for a SQLite file."""
     return _URLS.get(place)
+
+
+def store_name(place: Path) -> str:
+    """The store at ``place`` as people are shown it: a SQLite file's path, or a PostgreSQL
+    store's URL with its password masked (its place is only a key)."""
+    url = url_at(place)
+    if url is None:
+        return str(place)
+    from acp_bridge.pgstore.url import redact
+
+    return redact(url)
 
 
 def open_store(

@@ -30,7 +30,7 @@ import anyio
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_USAGE
 from acp_bridge.cli.store_open import open_store as open_any_store
-from acp_bridge.cli.store_open import pg_store, place_of_args, url_at
+from acp_bridge.cli.store_open import pg_store, place_of_args, store_name, url_at
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.condition import Condition
@@ -135,7 +135,7 @@ def open_store(store: Path, *, read_only: bool = True) -> Iterator[Store | None]
         opened = open_any_store(url or str(store), read_only=read_only)
     except QueueStoreError as exc:
         text = str(exc)
-        line = text if str(store) in text else f"cannot read the store {store}: {text}"
+        line = text if str(store) in text else f"cannot read the store {store_name(store)}: {text}"
         raise VerbFailed(line) from exc
     try:
         yield opened
@@ -149,16 +149,18 @@ def resolve_conversation(store: Path, given: str) -> ConversationRecord:
     """The stored conversation ``given`` names (its id, or a unique prefix of it)."""
     with open_store(store) as opened:
         if opened is None:
-            raise VerbFailed(f"no stored conversation {given!r}: there is no store at {store}")
+            raise VerbFailed(
+                f"no stored conversation {given!r}: there is no store at {store_name(store)}"
+            )
         found = opened.find_conversations(given)
         if not found:
-            raise VerbFailed(f"no stored conversation {given!r} in {store}")
+            raise VerbFailed(f"no stored conversation {given!r} in {store_name(store)}")
         if len(found) > 1 and found[0] != given:
             shown = ", ".join(found[:5])
             raise VerbFailed(f"{given!r} names several conversations ({shown}); give more of it")
         record = opened.get_conversation(found[0])
         if record is None:  # removed meanwhile
-            raise VerbFailed(f"no stored conversation {given!r} in {store}")
+            raise VerbFailed(f"no stored conversation {given!r} in {store_name(store)}")
         return record
 
 

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 
 from acp_bridge.cli.exit_codes import EXIT_AGENT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from acp_bridge.cli.render import EventPrinter
-from acp_bridge.cli.store_open import url_at
+from acp_bridge.cli.store_open import store_name, url_at
 from acp_bridge.cli.verb_owner import (
     Owner,
     VerbFailed,
@@ -113,7 +113,7 @@ class _Watch:
             return await self._follow_shared(store, record)
         with open_store(store) as opened:
             if opened is None:
-                raise VerbFailed(f"the store {store} was removed")
+                raise VerbFailed(f"the store {store_name(store)} was removed")
             while True:
                 page = opened.events(record.id, self.cursor or 0, _STORE_PAGE)
                 for stored in page:
@@ -149,7 +149,7 @@ class _Watch:
         with open_store(store) as opened:
             shared = None if opened is None else pg_store(opened)
             if shared is None:
-                raise VerbFailed(f"the store {store} cannot be followed")
+                raise VerbFailed(f"the store {store_name(store)} cannot be followed")
             ending = await follow_shared_log(shared, record.id, self.cursor or 0, show)
         await self._flush()
         if ending == "reader gone":
