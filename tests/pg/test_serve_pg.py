@@ -70,6 +70,7 @@ def test_send_through_any_host_commits_and_wakes_the_owner(pg_url: str, tmp_path
     import subprocess
     import sys
 
+    from acp_bridge.pgstore.url import redact
     from tests.host.cli_client import ENV, ROOT
 
     socket_path = tmp_path / "elsewhere" / "host.sock"  # not where send looks: another host
@@ -94,6 +95,8 @@ def test_send_through_any_host_commits_and_wakes_the_owner(pg_url: str, tmp_path
             sent = cli("send", "--store", pg_url, record.id, "-m", "from afar")
             assert sent.returncode == 0, sent.stderr
             assert sent.stdout.split() == ["1"]
+            # The store is named as given (password masked), never by its internal place.
+            assert f"stored in {redact(pg_url)}" in sent.stderr, sent.stderr
             wait_for_state(pg_url, other, record.id, 1, "done")
         listed = cli("conversations", "--store", pg_url)
         assert listed.returncode == 0, listed.stderr
