@@ -226,12 +226,15 @@ class ConversationHub:
             self.changed.notify_all()
         return len(entries)
 
-    def closed(self) -> None:
-        """The conversation closed (its agent stopped): waiting prompts end with it."""
+    def closed(self, why: str | None = None) -> None:
+        """The conversation closed (its agent stopped): waiting prompts end with it, told
+        ``why`` when it stopped on a failure (the store could not be written, the agent could
+        not be started)."""
         self.conversation = None
+        message = "the conversation was closed" if why is None else why
         for seq, result in list(self._waiters.items()):
             if result is None:
-                failure = {"message": "the conversation was closed", "recoverable": True}
+                failure = {"message": message, "recoverable": True}
                 self._waiters[seq] = TurnResult("turn_failed", {"seq": seq, "error": failure})
         self.changed.notify_all()
 
@@ -598,7 +601,7 @@ class HostConversation:
             self.agent_state = "stopped"
             self.agent_pid = None
             self._running = False
-            self.hub.closed()
+            self.hub.closed(_stopped_by(self._failure))
 
     async def _idle_stop(self, conversation: Conversation) -> None:
         idle_s = self._settings.agent_idle_s
@@ -630,6 +633,20 @@ class HostConversation:
             "clients": self.hub.clients,
             "lastEvent": self.hub.last_event or None,
         }
+
+
+def _stopped_by(failure: BaseException | None) -> str | None:
+    """What a prompt waiting on a conversation that stopped on ``failure`` is told: what
+    happened and what to do next (None: it was closed on purpose, or the host is stopping)."""
+    if failure is None:
+        return None
+    if isinstance(failure, QueueStoreError):
+        return (
+            f"the conversation stopped: {failure}. Once the store can be written again (free "
+            "space, fix its permissions), send or load it again: its queued messages run then, "
+            "and the one that was running ends failed and recoverable (chat: /retry N)"
+        )
+    return f"the conversation stopped: {failure}; send or load it again to start its agent"
 
 
 async def _busy_again(conversation: Conversation) -> None:
