@@ -91,8 +91,14 @@ def test_recover_after_crash_fails_the_cut_turn_recoverably_once(
     queue.add_message("c", text("a"), now=2.0)
     queue.add_message("c", text("b"), now=2.0)
     queue.mark_running(lease, 1, now=3.0)
-    pg.close()  # the owner dies
+    owner = pg.backend_pid
     with PgConnection.open(pg._url, owner_tag="next") as conn:
+        # The owner dies: the server ends its session, and returns once it is gone with its
+        # lock (a client-side close alone released it a moment later: once, under load, the
+        # next acquire came first).
+        with conn.session("the owner dies") as cur:
+            cur.execute("SELECT pg_terminate_backend(%s, 5000)", (owner,))
+        pg.close()
         taken = acquire(conn, "c")
         assert taken is not None and taken.generation == lease.generation + 1
         queue = PgQueue(conn)
