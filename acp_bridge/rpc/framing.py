@@ -21,12 +21,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import select
+import socket
 from collections import deque
 from collections.abc import Callable
 from typing import Final
 
 import anyio
-from anyio.abc import ByteReceiveStream, ByteSendStream
+from anyio.abc import ByteReceiveStream, ByteSendStream, SocketAttribute, UNIXSocketStream
 
 from acp_bridge.errors import ConnectionClosedError, ResourceClosedError
 from acp_bridge.rpc.fdstream import direct_receive, direct_send
@@ -222,6 +223,12 @@ class LineWriter:
         self._try_send_now: Callable[[bytes], bool] | None = getattr(
             self._stream, "try_send_now", None
         )
+        # A Unix socket is written directly by send_now() when nothing else writes it: anyio
+        # writes these with the socket's own send() on both backends and keeps nothing
+        # buffered once a send returns. (Not TCP: asyncio's transport may still hold bytes.)
+        self._socket: socket.socket | None = None
+        if isinstance(stream, UNIXSocketStream):
+            self._socket = stream.extra(SocketAttribute.raw_socket)
         self._queue: deque[tuple[bytes, anyio.Event | None]] = deque()
         self._slots = anyio.Semaphore(queue_size)  # a queued line holds a unit until written
         self._lock = anyio.Lock(fast_acquire=True)  # held by whoever is writing
@@ -309,6 +316,53 @@ class LineWriter:
             return try_send_now(line)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise self._broken(exc) from exc
+
+    def can_send_now(self) -> bool:
+        """Whether :meth:`send_now` may be called: the stream is a Unix socket, and nothing is
+        being written, waiting, closed or broken."""
+        return (
+            self._socket is not None
+            and not self._queue
+            and not self._lock.locked()
+            and not self._closed
+            and self._failure is None
+        )
+
+    def send_now(self, data: bytes) -> anyio.Event | None:
+        """Write ``data`` (whole lines) to the socket at once, as much as it takes; the rest,
+        if any, is queued ahead of any other line and written by :meth:`run`. Only when
+        :meth:`can_send_now` says so (checked, with no await in between).
+
+        A fan-out hands the same batch to many connections: this writes it in the caller's
+        task, with no hop to each connection's writer task and no wait.
+
+        Returns:
+            None when the socket took everything; otherwise an event set once the rest was
+            written, or the stream broke.
+
+        Raises:
+            RuntimeError: :meth:`can_send_now` is False.
+            ConnectionClosedError: the stream broke.
+        """
+        sock = self._socket
+        if sock is None or not self.can_send_now():
+            raise RuntimeError("send_now() needs an idle writer of a Unix socket")
+        try:
+            sent = sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError as exc:
+            raise self._broken(exc) from exc
+        if sent >= len(data):
+            return None
+        rest = data[sent:]
+        self._slots.acquire_nowait()  # the queue is empty: every slot is free
+        self._charge(len(rest))
+        written = anyio.Event()
+        self._queue.append((rest, written))
+        with contextlib.suppress(anyio.WouldBlock):
+            self._doorbell_send.send_nowait(None)
+        return written
 
     @property
     def queued_bytes(self) -> int:

@@ -376,6 +376,24 @@ class JsonRpcPeer:
         except (ConnectionClosedError, ResourceClosedError) as exc:
             self._raise_closed(exc)
 
+    def can_send_lines_now(self) -> bool:
+        """Whether :meth:`send_lines_now` may be called (see :meth:`LineWriter.can_send_now`)."""
+        return self._closed_reason is None and self._writer.can_send_now()
+
+    def send_lines_now(self, data: bytes) -> anyio.Event | None:
+        """Write complete lines encoded already at once, as :meth:`send_lines` does, without a
+        wait: the rest of what the socket did not take goes first in the writer's queue. None
+        when all was written, else an event set once the rest was (see
+        :meth:`LineWriter.send_now`); only when :meth:`can_send_lines_now` is True.
+
+        Raises:
+            ConnectionClosedError: the stream broke.
+        """
+        try:
+            return self._writer.send_now(data)
+        except (ConnectionClosedError, ResourceClosedError) as exc:
+            self._raise_closed(exc)
+
     async def _send(self, message: dict[str, Any], *, wait_written: bool = False) -> None:
         line = self._encode(message)
         try:

@@ -43,8 +43,11 @@ async def test_two_clients_prompt_fifo_and_both_see_every_update(tmp_path: Path)
                 "alice": {"stopReason": "end_turn"},
                 "bob": {"stopReason": "end_turn"},
             }
-            # Every update reached both, in the queue's order (alice's turn, then bob's).
+            # Every update reached both, in the queue's order (alice's turn, then bob's). Bob's
+            # answer follows what bob was shown; alice's copy of bob's turn may still be on
+            # its way (each client is written on its own), so alice's is waited for.
             expected = ["one ", "two ", "three", "four ", "five"]
+            await alice.wait_for(lambda c: len("".join(c.texts())) >= len("".join(expected)))
             assert "".join(alice.texts()) == "".join(expected)
             assert "".join(bob.texts()) == "".join(expected)
             assert all(u["sessionId"] == sid for u in alice.updates + bob.updates)
