@@ -52,6 +52,7 @@ from acp_bridge.errors import (
     RpcError,
 )
 from acp_bridge.host.clients import DISCONNECTED_METHOD
+from acp_bridge.host.endpoint import MAX_SOCKET_PATH_BYTES
 from acp_bridge.host.owner import OwnerInfo
 from acp_bridge.rpc.framing import DEFAULT_MAX_LINE_BYTES, LineReader
 from acp_bridge.rpc.peer import Direction, JsonRpcPeer
@@ -203,6 +204,12 @@ async def open_endpoint_stream(endpoint: Endpoint) -> ByteStream:
     if endpoint.url is not None:
         return await _open_websocket(endpoint.url, endpoint.token, endpoint.ca_file)
     assert endpoint.socket is not None
+    if len(os.fsencode(endpoint.socket)) > MAX_SOCKET_PATH_BYTES:
+        raise NoHostError(
+            f"no host can listen on {endpoint.socket}: the path is longer than a Unix socket "
+            f"allows ({MAX_SOCKET_PATH_BYTES} bytes); give the host and this command a shorter "
+            "--socket, or set XDG_RUNTIME_DIR"
+        )
     try:
         return await anyio.connect_unix(endpoint.socket)
     except (FileNotFoundError, ConnectionRefusedError) as exc:

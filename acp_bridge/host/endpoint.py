@@ -26,6 +26,7 @@ from acp_bridge.safe_files import check_directory, open_private_directory
 
 __all__ = [
     "HOST_SOCKET_NAME",
+    "MAX_SOCKET_PATH_BYTES",
     "HostEndpointError",
     "HostRunningError",
     "bind_socket",
@@ -37,7 +38,7 @@ __all__ = [
 HOST_SOCKET_NAME: Final = "host.sock"
 SOCKET_MODE: Final = 0o600
 _RUNTIME_SUBDIR: Final = "acp-bridge"
-_MAX_SUN_PATH: Final = 107
+MAX_SOCKET_PATH_BYTES: Final = 107
 """The longest path a Unix socket address holds on Linux (108 bytes with the NUL)."""
 
 
@@ -106,9 +107,9 @@ def bind_socket(path: Path) -> socket.socket:
             or binding failed.
     """
     text = str(path)
-    if len(os.fsencode(text)) > _MAX_SUN_PATH:
+    if len(os.fsencode(text)) > MAX_SOCKET_PATH_BYTES:
         raise HostEndpointError(
-            text, f"the path is longer than a Unix socket allows ({_MAX_SUN_PATH} bytes)"
+            text, f"the path is longer than a Unix socket allows ({MAX_SOCKET_PATH_BYTES} bytes)"
         )
     _remove_stale(text)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

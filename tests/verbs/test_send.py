@@ -127,3 +127,24 @@ def test_a_host_of_another_store_is_refused_with_exit_2() -> None:
                           str(host.socket))  # fmt: skip
         assert result.returncode == 2
         assert "serves the store /elsewhere/s.db, not" in result.stderr
+
+
+def test_a_socket_path_too_long_for_a_unix_socket_means_no_host() -> None:
+    """A path over 107 bytes can hold no socket (``serve`` refuses it): the verbs go on as
+    with no host, and say so in one line (it used to be a bare "OSError", exit 3)."""
+    with short_dir() as d:
+        store = make_store(d)
+        long_socket = d / ("s" * 120) / "host.sock"
+        result = verb("send", "c-fake", "-m", "x", "--store", str(store), "--socket",
+                      str(long_socket))  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["1"]
+        assert "queued for the next owner" in result.stderr
+        assert "OSError" not in result.stderr
+        status = verb("status", "--store", str(store), "--socket", str(long_socket))
+        assert status.returncode == 0, status.stderr
+        assert "OSError" not in status.stderr and "c-fake" in status.stdout
+        served = verb("serve", "--store", str(store), "--socket", str(long_socket))
+        assert served.returncode != 0
+        assert "longer than a Unix socket allows (107 bytes)" in served.stderr
+        assert "Traceback" not in served.stderr
