@@ -314,7 +314,14 @@ class ConversationHub:
         conversation = self.conversation
         if conversation is None:
             raise RpcError(-32603, f"conversation {self.id} is not open")
-        seq = await conversation.send(content, interrupt=interrupt, steer=steer)
+        try:
+            seq = await conversation.send(content, interrupt=interrupt, steer=steer)
+        except QueueStoreError as exc:
+            raise RpcError(
+                -32603,
+                f"the message was not stored: {exc}. Once the store can be written again "
+                "(free space, fix its permissions), send it again",
+            ) from exc
         if wait:
             self._waiters.setdefault(seq, None)
         name = label or (client.label if client is not None else None)
