@@ -6,6 +6,7 @@ A module that touches asyncio-only code (litellm, the official ACP SDK runtime) 
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -35,6 +36,19 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker more than the CPUs this process may run on.
+
+    Much of a worker's time is spent waiting, not computing: on the agents, hosts, proxies and
+    PostgreSQL servers its tests start, and on the bounds some tests prove (a grace window, a
+    heartbeat). With one worker per CPU those waits left the CPUs idle for a large part of the
+    run; one more worker fills them. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` (pytest-xdist's own
+    variable) still decides when it is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's own hook reads it
+    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else None
 
 
 def _declared_timeout(item: pytest.Item) -> float:

@@ -24,9 +24,11 @@ its lock) open: PostgreSQL cannot tell a silent session from a slow one. Owners 
 heartbeat (:func:`heartbeat`, every :data:`HEARTBEAT_INTERVAL_S`, the server's clock on both
 sides, so no clock skew between hosts matters). A host asked for a conversation whose lock is
 held by an owner whose heartbeat is older than ``stale_after_s`` (default
-:data:`STALE_AFTER_S`) ends that owner's sessions (:func:`take_over_stale`:
-``pg_terminate_backend`` of every session with the owner's ``application_name``, which
-includes the lease's session and any write session in a transaction) and takes the lease. If
+:data:`STALE_AFTER_S`; a host's limit, and the heartbeat interval that follows it, are
+:func:`lease_timing` of ``$ACP_BRIDGE_LEASE_STALE_S``) ends that owner's sessions
+(:func:`take_over_stale`: ``pg_terminate_backend`` of every session with the owner's
+``application_name``, which includes the lease's session and any write session in a
+transaction) and takes the lease. If
 the stale owner was only slow, not dead, it has lost its lease all the same, and the fence
 stops its next write. Sessions stopped inside a transaction are also ended by the server after
 ``idle_in_transaction_session_timeout`` (:mod:`.connection`); TCP keepalives notice a peer
@@ -42,6 +44,7 @@ per conversation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -51,17 +54,22 @@ from acp_bridge.record import record
 
 __all__ = [
     "FENCE",
+    "HEARTBEATS_PER_STALE",
     "HEARTBEAT_INTERVAL_S",
+    "MIN_STALE_AFTER_S",
     "STALE_AFTER_S",
+    "STALE_ENV",
     "TERMINATE_WAIT_S",
     "Lease",
     "LeaseLostError",
     "LeaseRow",
+    "LeaseTiming",
     "acquire",
     "fenced",
     "heartbeat",
     "holds",
     "lease_row",
+    "lease_timing",
     "lock_conversation",
     "lock_holder",
     "release",
@@ -70,9 +78,18 @@ __all__ = [
 ]
 
 HEARTBEAT_INTERVAL_S: Final = 2.0
-"""How often an owner refreshes its leases' heartbeat."""
+"""How often an owner refreshes its leases' heartbeat (at most: see :func:`lease_timing`)."""
 STALE_AFTER_S: Final = 15.0
-"""A lease whose heartbeat is older than this may be taken over (several missed heartbeats)."""
+"""A lease whose heartbeat is older than this may be taken over (several missed heartbeats);
+the default of ``$ACP_BRIDGE_LEASE_STALE_S``."""
+STALE_ENV: Final = "ACP_BRIDGE_LEASE_STALE_S"
+"""The environment variable that sets a host's stale limit, in seconds (:func:`lease_timing`)."""
+HEARTBEATS_PER_STALE: Final = 5
+"""The least number of heartbeats an owner makes within the stale limit: a shorter limit
+shortens the heartbeat interval with it, so an owner is only ever stale after several missed
+heartbeats (the limit is always at least three intervals)."""
+MIN_STALE_AFTER_S: Final = 1.0
+"""The shortest stale limit accepted (a heartbeat every 0.2 s)."""
 TERMINATE_WAIT_S: Final = 5.0
 """How long ``pg_terminate_backend`` waits for a stale owner's session to be gone."""
 
@@ -81,6 +98,43 @@ FENCE: Final = (
     " WHERE fence.conversation_id = %(fence_cid)s AND fence.generation = %(fence_gen)s)"
 )
 """The condition every owner write carries: the lease's generation is still the current one."""
+
+
+@record
+class LeaseTiming:
+    """How long a host lets another's heartbeat age before it may take that host's
+    conversations over (``stale_after_s``), and how often it refreshes its own leases
+    (``heartbeat_interval_s``)."""
+
+    stale_after_s: float = STALE_AFTER_S
+    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S
+
+
+def lease_timing(setting: str | None) -> LeaseTiming:
+    """The lease timing ``$ACP_BRIDGE_LEASE_STALE_S`` (``setting``, None when unset) asks for:
+    the stale limit in seconds (default :data:`STALE_AFTER_S`), and a heartbeat interval of
+    :data:`HEARTBEAT_INTERVAL_S`, or a :data:`HEARTBEATS_PER_STALE`-th of the limit when that is
+    shorter. A team may shorten the limit (a quicker take-over on a LAN) or lengthen it (a
+    flaky link); every host on one database should use the same.
+
+    Raises:
+        QueueStoreError: ``setting`` is not a number of seconds, or is below
+            :data:`MIN_STALE_AFTER_S` (the message names the variable).
+    """
+    if setting is None or not setting.strip():
+        return LeaseTiming()
+    try:
+        stale = float(setting)
+    except ValueError:
+        stale = math.nan
+    if not math.isfinite(stale) or stale < MIN_STALE_AFTER_S:
+        raise QueueStoreError(
+            f"${STALE_ENV} is {setting!r}: it must be a number of seconds, at least "
+            f"{MIN_STALE_AFTER_S:g} (how old another host's lease heartbeat may grow before "
+            f"this host takes its conversations over; default {STALE_AFTER_S:g})"
+        )
+    heartbeat_s = min(HEARTBEAT_INTERVAL_S, stale / HEARTBEATS_PER_STALE)
+    return LeaseTiming(stale_after_s=stale, heartbeat_interval_s=heartbeat_s)
 
 
 @record

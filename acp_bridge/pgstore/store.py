@@ -72,11 +72,14 @@ from acp_bridge.pgstore.control import ControlKind, ControlRequest
 from acp_bridge.pgstore.conversations import PgConversations
 from acp_bridge.pgstore.keeper import LeaseKeeper
 from acp_bridge.pgstore.lease import (
+    STALE_ENV,
     Lease,
     LeaseLostError,
     LeaseRow,
+    LeaseTiming,
     acquire,
     lease_row,
+    lease_timing,
     lock_holder,
     release,
 )
@@ -112,9 +115,12 @@ def host_tag() -> str:
 class PgStore:
     """A PostgreSQL store seen through the SQLite store's interface (see the module's text)."""
 
-    def __init__(self, data: PgConnection, leases: PgConnection) -> None:
+    def __init__(
+        self, data: PgConnection, leases: PgConnection, timing: LeaseTiming | None = None
+    ) -> None:
         """Use :meth:`open`. ``data`` and ``leases`` are two sessions of one host (one
-        owner tag)."""
+        owner tag); ``timing``: the stale limit and heartbeat interval (the defaults if None)."""
+        self._timing = LeaseTiming() if timing is None else timing
         self._data = data
         self._lease_conn = leases
         self._queue = PgQueue(data)
@@ -124,7 +130,7 @@ class PgStore:
         self._lost: dict[str, Lease] = {}
         self._leases_lock = threading.Lock()
         self._lost_listeners: list[Callable[[Lease], None]] = []
-        self._keeper = LeaseKeeper(leases, self.lost)
+        self._keeper = LeaseKeeper(leases, self.lost, interval_s=self._timing.heartbeat_interval_s)
 
     @classmethod
     def open(
@@ -134,12 +140,15 @@ class PgStore:
         date (at the current version that changes nothing and needs no DDL privilege).
 
         ``owner_tag`` names this host in the lease table and in ``application_name``: one per
-        process, unique among hosts (:func:`host_tag` by default).
+        process, unique among hosts (:func:`host_tag` by default). The stale limit and the
+        heartbeat interval are ``$ACP_BRIDGE_LEASE_STALE_S``'s (:func:`~.lease.lease_timing`).
 
         Raises:
             QueueStoreError: the server cannot be reached, or refused us, or the schema is
-                newer than this acp-bridge (the message names the URL without its password).
+                newer than this acp-bridge (the message names the URL without its password),
+                or ``$ACP_BRIDGE_LEASE_STALE_S`` is not a valid limit.
         """
+        timing = lease_timing(os.environ.get(STALE_ENV))
         tag = host_tag() if owner_tag is None else owner_tag
         data = PgConnection.open(url, owner_tag=tag)
         try:
@@ -149,7 +158,7 @@ class PgStore:
         except BaseException:
             data.close()
             raise
-        return cls(data, leases)
+        return cls(data, leases, timing)
 
     # -- the connection --------------------------------------------------------------------------
 
@@ -230,7 +239,9 @@ class PgStore:
             held = self._held.get(conversation_id)
             if held is not None:
                 return held
-            lease = acquire(self._lease_conn, conversation_id)
+            lease = acquire(
+                self._lease_conn, conversation_id, stale_after_s=self._timing.stale_after_s
+            )
             if lease is None:
                 raise ConversationOwnedError(self._name, conversation_id)
             self._lost.pop(conversation_id, None)

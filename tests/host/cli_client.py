@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ def agent(script: str, *flags: str) -> list[str]:
     return [sys.executable, "-u", str(AGENTS / script), "--quiet", *flags]
 
 
-def start_serve(*args: str) -> subprocess.Popen[str]:
-    """``acp-bridge serve ARGS``, returned once it said it serves (its stderr's first line)."""
+def start_serve(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    """``acp-bridge serve ARGS``, returned once it said it serves (its stderr's first line);
+    ``env``: variables set for it on top of the suite's."""
     process = subprocess.Popen(
         [sys.executable, "-m", "acp_bridge", "serve", *args],
         stdin=subprocess.DEVNULL,
@@ -32,7 +34,7 @@ def start_serve(*args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        env=ENV,
+        env={**ENV, **(env or {})},
     )
     assert process.stderr is not None
     first = process.stderr.readline()

@@ -14,7 +14,9 @@ Each is skipped, with one line saying why, when its peer is missing.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -148,6 +150,12 @@ def _acpx_agent(directory: Path) -> list[str]:
     return agent("echo_agent.py", "--history", str(directory / "agent-history.json"))
 
 
+def _acpx_socket_dir(home: Path) -> Path:
+    """Where acpx 0.19.1 puts its queue owners' sockets for the HOME ``home``: always under
+    ``/tmp`` (it does not read TMPDIR), named by a hash of HOME, and never removed by acpx."""
+    return Path("/tmp") / f"acpx-{hashlib.sha256(str(home).encode()).hexdigest()[:10]}"
+
+
 def _stop_acpx(directory: Path) -> None:
     """Nothing of an acpx invocation left running: SIGTERM every acpx queue owner under this
     HOME and wait until it is gone, then the host attach started, if it still runs.
@@ -219,6 +227,7 @@ def test_acpx_through_attach(node_sdk: Path, directory: Path) -> None:
         assert _chunks(replay) == ({session_id}, "hello from acpxagain")
     finally:
         _stop_acpx(directory)
+        shutil.rmtree(_acpx_socket_dir(directory), ignore_errors=True)  # ours: our HOME's hash
 
 
 def _ws_client(node_dir: Path, url: str, token: str | None) -> dict[str, Any]:

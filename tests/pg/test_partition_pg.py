@@ -16,28 +16,33 @@ from pathlib import Path
 
 import psycopg
 
-from acp_bridge.pgstore.lease import STALE_AFTER_S
+from acp_bridge.pgstore.lease import STALE_ENV
 from acp_bridge.pgstore.notify import QUEUE_CHANNEL
 from acp_bridge.pgstore.store import PgStore
 from tests.host.cli_client import finish, start_serve
 from tests.pg.test_connection_loss import GATE_AGENT, _text, _wait_ready
 from tests.pg.test_serve_pg import wait_for_state
 
+STALE_S = 3.0
+"""The hosts' stale limit here (``$ACP_BRIDGE_LEASE_STALE_S``; 15 s by default): the take-over
+is the same, sooner."""
+HOSTS_ENV = {STALE_ENV: f"{STALE_S:g}"}
 
-def _wait_stale(url: str, conversation_id: str, timeout: float = STALE_AFTER_S + 30) -> None:
-    """Wait until the owner's heartbeat is older than STALE_AFTER_S, by the server's clock
-    (what a take-over checks); polled, since only time passes."""
+
+def _wait_stale(url: str, conversation_id: str, timeout: float = STALE_S + 30) -> None:
+    """Wait until the owner's heartbeat is older than the hosts' stale limit, by the server's
+    clock (what a take-over checks); polled, since only time passes."""
     deadline = time.monotonic() + timeout
     with psycopg.connect(url, autocommit=True) as conn:
         while time.monotonic() < deadline:
             row = conn.execute(
                 "SELECT heartbeat_at < now() - make_interval(secs => %s) FROM"
                 " conversation_owners WHERE conversation_id = %s",
-                (STALE_AFTER_S + 0.5, conversation_id),
+                (STALE_S + 0.5, conversation_id),
             ).fetchone()
             if row is not None and row[0]:
                 return
-            time.sleep(0.5)
+            time.sleep(0.2)
     raise AssertionError("the stopped owner's heartbeat never went stale")
 
 
@@ -66,8 +71,9 @@ def test_a_stopped_owner_is_taken_over_and_writes_nothing_once_continued(
     os.mkfifo(fifo)
     os.mkfifo(ready)
     host_a = start_serve(
-        "--store", pg_url, "--socket", str(tmp_path / "a" / "host.sock"), "--", *GATE_AGENT
-    )
+        "--store", pg_url, "--socket", str(tmp_path / "a" / "host.sock"), "--", *GATE_AGENT,
+        env=HOSTS_ENV,
+    )  # fmt: skip
     host_b = None
     try:
         with PgStore.open(pg_url) as other:
@@ -81,7 +87,7 @@ def test_a_stopped_owner_is_taken_over_and_writes_nothing_once_continued(
             host_a.send_signal(signal.SIGSTOP)
             host_b = start_serve(
                 "--store", pg_url, "--socket", str(tmp_path / "b" / "host.sock"), "--",
-                *GATE_AGENT,
+                *GATE_AGENT, env=HOSTS_ENV,
             )  # fmt: skip
             _wait_stale(pg_url, record.id)
             with psycopg.connect(pg_url, autocommit=True) as conn:  # B is asked for it

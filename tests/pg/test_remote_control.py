@@ -203,7 +203,7 @@ def test_status_of_a_conversation_owned_by_another_host_names_it_and_the_stored_
     pg_url: str, tmp_path: Path
 ) -> None:
     held = _host_running_a_held_turn(pg_url, tmp_path, queued=2)
-    with held as (_, cid), _elsewhere() as env:
+    with held as (other, cid), _elsewhere() as env:
         shown = _verb(env, "status", "--store", pg_url, cid, "--json")
         assert shown.returncode == 0, shown.stderr
         row = json.loads(shown.stdout)
@@ -219,6 +219,10 @@ def test_status_of_a_conversation_owned_by_another_host_names_it_and_the_stored_
         assert f"is owned by another host: host {owner['host']} (process {owner['pid']})" in (
             table.stderr
         )
+        # The held turn ends before the host does (a host stopped mid-turn waits out its agent's
+        # grace window, 14 s here: not what this test is about).
+        assert _verb(env, "cancel", "--store", pg_url, cid).returncode == 0
+        wait_for_state(pg_url, other, cid, 3, "done")
 
 
 def test_a_stop_stored_for_an_owner_that_died_is_carried_out_by_the_next_owner(

@@ -7,7 +7,8 @@ B: B does not own the conversation (A's heartbeat is fresh), so it is committed 
 (``acp-bridge send`` does so on B's ``ownedElsewhere``) and B is notified, and refuses again.
 No notification comes after that: B's sweep for unfinished conversations no live host holds
 (``serve.ORPHAN_SWEEP_S``) takes the conversation once A's heartbeat is stale
-(``STALE_AFTER_S``) and runs the message (it used to stay queued until the next send).
+(``$ACP_BRIDGE_LEASE_STALE_S``, set to 3 s for both hosts here) and runs the message (it used
+to stay queued until the next send).
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ import psycopg
 
 from acp_bridge.host.client import text_content
 from acp_bridge.host.serve import ORPHAN_SWEEP_S
-from acp_bridge.pgstore.lease import STALE_AFTER_S
+from acp_bridge.pgstore.lease import STALE_ENV
 from acp_bridge.pgstore.notify import EVENTS_CHANNEL
 from acp_bridge.pgstore.store import PgStore
 from tests.host.cli_client import agent, finish, start_serve
 from tests.pg.test_serve_pg import wait_for_state
+
+STALE_S = 3.0
+"""The hosts' stale limit here (15 s by default): the same take-over, sooner."""
+HOSTS_ENV = {STALE_ENV: f"{STALE_S:g}"}
 
 
 def _wait_state_until(
@@ -50,7 +55,7 @@ def test_a_message_sent_while_the_owner_is_unreachable_runs_once_the_owner_is_st
 ) -> None:
     echo = agent("echo_agent.py")
     host_a = start_serve("--store", pg_url, "--socket", str(tmp_path / "a" / "host.sock"), "--",
-                         *echo)  # fmt: skip
+                         *echo, env=HOSTS_ENV)  # fmt: skip
     host_b = None
     try:
         with PgStore.open(pg_url) as other:
@@ -59,10 +64,10 @@ def test_a_message_sent_while_the_owner_is_unreachable_runs_once_the_owner_is_st
             wait_for_state(pg_url, other, record.id, 1, "done")  # A took it and owns it
             host_a.send_signal(signal.SIGSTOP)
             host_b = start_serve("--store", pg_url, "--socket", str(tmp_path / "b" / "host.sock"),
-                                 "--", *echo)  # fmt: skip
+                                 "--", *echo, env=HOSTS_ENV)  # fmt: skip
             # What `acp-bridge send` does when B answers ownedElsewhere; B is notified.
             other.add_message(record.id, text_content("echo second"), unpause=True, now=3.0)
-            limit = STALE_AFTER_S + ORPHAN_SWEEP_S + 10
+            limit = STALE_S + ORPHAN_SWEEP_S + 10
             state = _wait_state_until(pg_url, other, record.id, 2, "done", limit)
             assert state == "done", f"message 2 is {state} {limit:g} s later"
     finally:

@@ -174,6 +174,8 @@ def test_chat_steers_a_line_sent_with_alt_enter(tmp_path: Path) -> None:
         terminal.type(b"go up\x1b\r")  # Alt-Enter: ESC then Enter
         terminal.read_until(b"> /steer go up")  # the line, as sent
         terminal.read_until(b"[steer] go up")
+        terminal.read_until(b"[done] end_turn")  # the turn took its steer and ended: a /quit
+        # sent before that cancels it (message 1 then ends cancelled, as once under load)
         terminal.say("/help")
         terminal.read_until(b"Alt-Enter sends the line as a steer")
         terminal.say("/quit")
