@@ -12,7 +12,8 @@ listens; the listener is one more ``Host.serve_listener``). Once both listeners 
 first stderr line says ``serving ...`` and the next ``listening at URL`` with the port bound
 (the one picked, for ``HOST:0``) and the token file's path, never the token.
 SIGINT, SIGTERM and SIGHUP stop the host: each running turn is cancelled and recorded (as
-``run`` does), every agent is stopped, and it exits 0. ``--exit-when-idle`` exits 0 too.
+``run`` does: the agent is sent ``session/cancel`` and given the grace window), every agent is
+stopped, and it exits 0; a second signal stops it at once. ``--exit-when-idle`` exits 0 too.
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ from acp_bridge.process.policy import RestartPolicy
 from acp_bridge.process.spec import AgentSpec
 
 __all__ = ["serve_command"]
+
+_SHUTDOWN_S = 30.0
+"""How long a signal's orderly stop may take (each running turn's grace window, its agent's
+stop) before whatever is left is cancelled."""
+_STOP_NOW_DEADLINE_S = 1.0
+"""After a second signal: how long the killed agents' turns get to be recorded."""
 
 
 def serve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -174,9 +181,27 @@ async def _serve(
 
             async def stop_on_signal() -> None:
                 async for signum in signals:
-                    _say(f"{signal.Signals(signum).name}: stopping")
-                    tg.cancel_scope.cancel()
-                    return
+                    _say(
+                        f"{signal.Signals(signum).name}: stopping (running turns are cancelled "
+                        "within the grace window; a second signal stops at once)"
+                    )
+                    break
+                async with anyio.create_task_group() as stopping:
+
+                    async def at_once() -> None:
+                        async for signum in signals:
+                            _say(f"{signal.Signals(signum).name}: stopping at once")
+                            host.stop_now()
+                            stopping.cancel_scope.deadline = (
+                                anyio.current_time() + _STOP_NOW_DEADLINE_S
+                            )
+                            return
+
+                    stopping.start_soon(at_once)
+                    with anyio.move_on_after(_SHUTDOWN_S):
+                        await host.shutdown()
+                    stopping.cancel_scope.cancel()
+                tg.cancel_scope.cancel()
 
             async def run_host(*, task_status: TaskStatus[None]) -> None:
                 try:

@@ -33,7 +33,7 @@ from anyio.abc import TaskGroup
 from acp_bridge.client.elicitation import ElicitationHandler
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
-from acp_bridge.client.supervisor import open_supervised_agent
+from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
 from acp_bridge.client.turn import TurnPolicy
 from acp_bridge.conversation.conversation import Conversation
 from acp_bridge.conversation.opening import open_conversation
@@ -495,6 +495,8 @@ class HostConversation:
         self._stop = anyio.Event()
         self._running = False
         self._failure: BaseException | None = None
+        self._shut = False
+        self._agent: SupervisedAgent | None = None
         self.closed_on_purpose = False
         self.agent_pid: int | None = None
         self.agent_state = "stopped"
@@ -532,6 +534,8 @@ class HostConversation:
         """The open conversation; its agent is started (and its session restored) if it was
         stopped. Raises the reason it could not start (as an RpcError)."""
         if self.hub.conversation is None and not self._running:
+            if self._shut:
+                raise RpcError(-32603, f"conversation {self.id} is not open: the host is stopping")
             self._running = True
             self._failure = None
             self._stop = anyio.Event()
@@ -546,6 +550,21 @@ class HostConversation:
     def stop(self) -> None:
         """Stop the agent (the conversation stays in the store; the next use reopens it)."""
         self._stop.set()
+
+    def shut(self) -> None:
+        """Stop the agent for good (the host is stopping): nothing opens it again here."""
+        self._shut = True
+        self.stop()
+
+    def stop_now(self) -> None:
+        """As :meth:`shut`, without waiting for the running turn (a second signal): the
+        agent's tree is killed, and the turn recorded cancelled at once. Never blocks."""
+        self.shut()
+        if self._agent is not None:
+            self._agent.kill_now()
+        conversation = self.hub.conversation
+        if conversation is not None:
+            conversation.stop_now()
 
     def lease_lost(self) -> None:
         """Its lease in a shared store was lost (another host owns it now): the running turn
@@ -579,6 +598,7 @@ class HostConversation:
             asking = ElicitationHandler(hub.ask_elicitation, on_complete=hub.elicitation_complete)
             options = dataclasses.replace(settings.options_for(policy), elicitation=asking)
             async with open_supervised_agent(spec, options) as agent:
+                self._agent = agent
                 self.agent_pid = agent.pid
                 async with open_conversation(
                     self._store, agent, self.record, policy=settings.policy
@@ -606,6 +626,7 @@ class HostConversation:
             log.exception("%s: the conversation failed", self.id)
         finally:
             self.agent_state = "stopped"
+            self._agent = None
             self.agent_pid = None
             self._running = False
             self.hub.closed(_stopped_by(self._failure))

@@ -179,6 +179,7 @@ class Host:
         self._open: dict[str, HostConversation] = {}
         self._connections = _Connections(self.options)
         self._task_group: TaskGroup | None = None
+        self._stopping = False
         self.changed = self._connections.changed
         self.on_taken: Callable[[str], None] | None = None
         """Told each conversation this host takes (claims), on the event loop's thread: a
@@ -374,6 +375,27 @@ class Host:
                 return False
         return True
 
+    async def shutdown(self) -> None:
+        """Stop in order, before the host's tasks are cancelled (``serve`` on a signal): no
+        conversation opens any more, and every open one stops as :meth:`close_conversation`
+        stops it: its running turn is cancelled with the grace window while its agent can
+        still be told, recorded, and its agent stopped. (Cancelling the host's tasks first
+        would stop each agent's connection with the turn: the cancel could not be sent, and
+        the grace window was waited out for nothing.) Returns once every one stopped."""
+        self._stopping = True
+        entries = list(self._open.values())
+        for entry in entries:
+            entry.shut()
+        for entry in entries:
+            await entry.wait_stopped()
+
+    def stop_now(self) -> None:
+        """During :meth:`shutdown` (a second signal): stop waiting for the running turns;
+        every agent's tree is killed and its turn recorded cancelled at once."""
+        self._stopping = True
+        for entry in list(self._open.values()):
+            entry.stop_now()
+
     async def _close_all(self) -> None:
         for entry in list(self._open.values()):
             entry.stop()
@@ -409,6 +431,10 @@ class Host:
         entry = self._open.get(conversation_id)
         if entry is not None:
             return entry
+        if self._stopping:
+            raise RpcError(
+                -32603, f"conversation {conversation_id} is not open: the host is stopping"
+            )
         record = self.store.get_conversation(conversation_id)
         if record is None:
             raise RpcError(_NOT_FOUND, f"no conversation {conversation_id} in {self.store_path}")

@@ -219,3 +219,74 @@ def test_kill_9_of_the_host_mid_turn_loses_nothing_and_prompts_nothing_twice(
         "echo before; wait 60",
     ]  # each prompted once, none again
     assert "Traceback" not in stderr
+
+
+def _running_turn(tmp_path: Path, prompt: str, *agent_flags: str) -> tuple[Any, Any, str]:
+    """A host with one conversation whose turn (``prompt``) is running: (process, client,
+    session id)."""
+    socket_path = tmp_path / "s" / "host.sock"
+    argv = agent("echo_agent.py", *agent_flags)
+    serve = start_serve("--store", str(tmp_path / "q.db"), "--socket", str(socket_path), "--",
+                        *argv)  # fmt: skip
+    client = LineClient(socket_path)
+    client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    sid = client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"][
+        "sessionId"
+    ]
+    client.request("_acp_bridge/watch", {"conversationId": sid})
+    client.request("_acp_bridge/send", {"conversationId": sid, "content": _text(prompt)})
+    client.read_until(_event("update"))  # the agent is answering
+    return serve, client, sid
+
+
+def _stored_end(store: Path, sid: str) -> dict[str, Any]:
+    from acp_bridge.conversation.store import QueueStore
+
+    with QueueStore.open(store, read_only=True) as opened:
+        ends = [e.data for e in opened.events(sid) if e.kind in ("turn_ended", "turn_failed")]
+    assert len(ends) == 1, ends
+    return dict(ends[0])
+
+
+def test_a_signal_cancels_the_running_turn_through_the_agent_then_exits(tmp_path: Path) -> None:
+    """SIGTERM mid-turn: the agent is sent session/cancel while it can still be told, answers
+    it, and the host exits 0 at once (it used to stop the agent's connection first, log "could
+    not send session/cancel", wait out the grace window and record the turn cut: 14 s)."""
+    serve, client, sid = _running_turn(tmp_path, "echo hi; wait 120")
+    try:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=4)  # well within the 5 s grace window it used to wait out
+    finally:
+        client.close()
+        stderr = finish(serve)
+    assert serve.returncode == 0, stderr
+    assert "could not send session/cancel" not in stderr
+    assert "did not close in time" not in stderr
+    assert "a second signal stops at once" in stderr
+    end = _stored_end(tmp_path / "q.db", sid)
+    assert end["state"] == "cancelled" and end["stopReason"] == "cancelled", end
+
+
+def test_a_second_signal_stops_at_once(tmp_path: Path) -> None:
+    """A turn whose agent ignores its cancel waits out the grace window on the first signal; a
+    second signal does not wait for it."""
+    serve, client, sid = _running_turn(tmp_path, "echo hi; stubborn 120")
+    status = client.request("_acp_bridge/status", {"conversationId": sid})["result"]
+    agent_pid = status["conversations"][0]["pid"]
+    try:
+        serve.send_signal(signal.SIGTERM)
+        assert serve.stderr is not None
+        assert "SIGTERM: stopping" in serve.stderr.readline()
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=4)  # before the 5 s grace window ends
+    finally:
+        client.close()
+        stderr = finish(serve)
+    assert "SIGINT: stopping at once" in stderr
+    assert "Traceback" not in stderr
+    assert serve.returncode == 0, stderr
+    end = _stored_end(tmp_path / "q.db", sid)
+    assert end["state"] == "cancelled", end  # recorded, not left running
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(agent_pid, 0)
+        raise AssertionError(f"the agent {agent_pid} outlived the host")
