@@ -75,7 +75,7 @@ from acp_bridge.cli.store_open import (
     keeping_leases,
 )
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
-from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.conversation import STOP_NOW_DEADLINE_S, Conversation
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.queue_states import RETRYABLE_STATES, GateState, MessageState
 from acp_bridge.errors import AgentError, BridgeError, SpawnError
@@ -85,8 +85,6 @@ from acp_bridge.process.spec import AgentSpec
 __all__ = ["chat_command"]
 
 PROMPT: Final = "> "
-STOP_NOW_DEADLINE_S: Final = 1.0
-"""After the last Ctrl-C, everything not shielded is cancelled at this deadline at the latest."""
 _STATUS_EVERY_S: Final = 0.5
 _INPUTS: Final = 16
 """Inputs waiting for the loop (lines come one at a time; the rest are signals): at the bound a

@@ -59,7 +59,7 @@ from acp_bridge.cli.tty_permission import permission_policy
 from acp_bridge.client.elicitation import declining
 from acp_bridge.client.events import AgentGaveUp
 from acp_bridge.client.supervisor import SupervisedAgent, open_supervised_agent
-from acp_bridge.conversation.conversation import Conversation
+from acp_bridge.conversation.conversation import STOP_NOW_DEADLINE_S, Conversation
 from acp_bridge.conversation.fanout import lifecycle_json
 from acp_bridge.conversation.opening import open_conversation
 from acp_bridge.conversation.queue_states import MessageState
@@ -77,9 +77,6 @@ from acp_bridge.process.early import AdoptedProcess
 from acp_bridge.process.spec import AgentSpec
 
 __all__ = ["run_resolved"]
-
-STOP_NOW_DEADLINE_S: Final = 1.0
-"""After a second signal, everything not shielded is cancelled at this deadline at the latest."""
 
 
 def run_resolved(

@@ -45,6 +45,7 @@ from acp_bridge.cli.store_open import (
 from acp_bridge.client.options import ClientOptions
 from acp_bridge.client.permissions import PermissionMode, PermissionPolicy
 from acp_bridge.client.turn import TurnPolicy
+from acp_bridge.conversation.conversation import STOP_NOW_DEADLINE_S
 from acp_bridge.conversation.records import ConversationRecord
 from acp_bridge.conversation.store_api import Store
 from acp_bridge.core.turn_machine import TurnTimings
@@ -68,8 +69,6 @@ __all__ = ["serve_command"]
 _SHUTDOWN_S = 30.0
 """How long a signal's orderly stop may take (each running turn's grace window, its agent's
 stop) before whatever is left is cancelled."""
-_STOP_NOW_DEADLINE_S = 1.0
-"""After a second signal: how long the killed agents' turns get to be recorded."""
 
 
 def serve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -193,7 +192,7 @@ async def _serve(
                             _say(f"{signal.Signals(signum).name}: stopping at once")
                             host.stop_now()
                             stopping.cancel_scope.deadline = (
-                                anyio.current_time() + _STOP_NOW_DEADLINE_S
+                                anyio.current_time() + STOP_NOW_DEADLINE_S
                             )
                             return
 

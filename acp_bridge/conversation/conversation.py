@@ -90,7 +90,13 @@ from acp_bridge.conversation.usage import UsageTotals
 from acp_bridge.core.condition import Condition
 from acp_bridge.errors import QueueStoreError, ResourceClosedError
 
-__all__ = ["LOG_BATCH", "STOP_NOW_WAIT_S", "Conversation", "ConversationEvent"]
+__all__ = [
+    "LOG_BATCH",
+    "STOP_NOW_DEADLINE_S",
+    "STOP_NOW_WAIT_S",
+    "Conversation",
+    "ConversationEvent",
+]
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +109,9 @@ _RECORD_MARGIN_S: Final = 1.0
 _CUT_WAIT_S: Final = 1.0
 """How long a cut turn's task gets to leave (it only has its current commit to finish)."""
 _CUT_ERROR: Final = "the turn did not close within the stop window; it was cut"
+STOP_NOW_DEADLINE_S: Final = 1.0
+"""After a second signal (``run``, ``chat``, ``serve``): the owner cancels everything not
+shielded at this deadline at the latest, the stopped turns recorded by then."""
 
 
 @dataclass
