@@ -68,8 +68,8 @@ from acp_bridge.host.client import (
 from acp_bridge.rpc.framing import LineReader
 from scripts.bench.host_bench_common import (
     Figures,
-    drain_lines,
     drained,
+    host_process,
     med,
     progress,
     publish,
@@ -150,30 +150,9 @@ async def serve(
         argv = [sys.executable, "-m", "acp_bridge", "serve", "--store", str(store)]
         argv += ["--socket", str(socket), *options, "--", *agent_argv()]
     env = {**ENV, **({"STAMP_AGENT_FILE": str(stamps)} if stamps else {})}
-    process = await anyio.open_process(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env, cwd=workdir
-    )
-    assert process.stderr is not None
-    errors = LineReader(process.stderr)
-    first = (await errors.receive_line()).decode()
-    if "serving" not in first:
-        raise RuntimeError(f"the host did not start: {first}")
-    port = int(first.rsplit("ws port ", 1)[1].split()[0]) if websocket else None
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(drain_lines, errors)  # the host never blocks on a full stderr pipe
-            yield Served(process, store, socket, port)
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(30):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            await process.aclose()
+    async with host_process(argv, env, workdir, name) as (process, first):
+        port = int(first.rsplit("ws port ", 1)[1].split()[0]) if websocket else None
+        yield Served(process, store, socket, port)
 
 
 @asynccontextmanager

@@ -41,8 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -59,8 +57,8 @@ from anyio.abc import Process
 
 from scripts.bench.host_bench_common import (
     Figures,
-    drain_lines,
     drained,
+    host_process,
     med,
     progress,
     publish,
@@ -185,39 +183,13 @@ async def serve(url: str, workdir: Path, name: str, *options: str) -> AsyncItera
     """``acp-bridge serve --store URL OPTIONS -- stamp agent``, until its first stderr line
     says it serves; its agents stamp into ``<name>.stamps``. SIGTERM at the end (a host
     already killed is only reaped)."""
-    from acp_bridge.rpc.framing import LineReader
-
     socket = workdir / f"{name}.d" / "host.sock"
     stamps = workdir / f"{name}.stamps"
     argv = [sys.executable, "-m", "acp_bridge", "serve", "--store", url, "--socket", str(socket),
             *options, "--", sys.executable, "-u", str(STAMP_AGENT), "--quiet"]  # fmt: skip
-    process = await anyio.open_process(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        env={**ENV, "STAMP_AGENT_FILE": str(stamps)},
-        cwd=workdir,
-    )
-    assert process.stderr is not None
-    errors = LineReader(process.stderr)
-    first = (await errors.receive_line()).decode()
-    if "serving" not in first:
-        raise RuntimeError(f"host {name} did not start: {first}")
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(drain_lines, errors)  # a full stderr pipe would stop the host
-            yield Host(name, process, socket, stamps)
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(30):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            await process.aclose()
+    env = {**ENV, "STAMP_AGENT_FILE": str(stamps)}
+    async with host_process(argv, env, workdir, name) as (process, _):
+        yield Host(name, process, socket, stamps)
 
 
 @asynccontextmanager

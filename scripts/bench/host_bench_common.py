@@ -4,8 +4,12 @@ report's median and span, progress on stderr, and waits on a host's processes an
 from __future__ import annotations
 
 import json
+import signal
 import statistics
+import subprocess
 import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,9 +19,20 @@ import anyio
 from scripts.common import write_section
 
 if TYPE_CHECKING:
+    from anyio.abc import Process
+
     from acp_bridge.host.client import HostClient
 
-__all__ = ["Figures", "drain_lines", "drained", "med", "progress", "publish", "span"]
+__all__ = [
+    "Figures",
+    "drain_lines",
+    "drained",
+    "host_process",
+    "med",
+    "progress",
+    "publish",
+    "span",
+]
 
 
 @dataclass
@@ -96,3 +111,37 @@ def publish(
         whole = json.loads(json_path.read_text()) if json_path.exists() else {}
         whole.setdefault("sections", {})[suite] = raw
         json_path.write_text(json.dumps(whole, indent=1, default=str) + "\n")
+
+
+@asynccontextmanager
+async def host_process(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path, name: str
+) -> AsyncIterator[tuple[Process, str]]:
+    """A host process started from ``argv``: (the process, its first stderr line), once that
+    line says it serves. Its stderr is drained meanwhile (a full pipe would stop it); at the end
+    it gets SIGTERM, 30 s, then SIGKILL (a host already killed is only reaped)."""
+    from acp_bridge.rpc.framing import LineReader
+
+    process = await anyio.open_process(
+        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=dict(env), cwd=cwd
+    )
+    try:
+        assert process.stderr is not None
+        errors = LineReader(process.stderr)
+        first = (await errors.receive_line()).decode()
+        if "serving" not in first:
+            raise RuntimeError(f"host {name} did not start: {first}")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain_lines, errors)
+            yield process, first
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(30):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            await process.aclose()
