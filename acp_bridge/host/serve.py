@@ -42,7 +42,7 @@ from acp_bridge.host.acp_server import (
     serve_methods,
     stop_answer,
 )
-from acp_bridge.host.clients import Client, ClientLimits
+from acp_bridge.host.clients import Client, ClientLimits, Pacer
 from acp_bridge.host.conversations import ConversationHub, HostConversation, HostSettings
 from acp_bridge.host.endpoint import bind_socket, prepare_socket_dir
 from acp_bridge.host.owner import ConversationBusyError
@@ -93,6 +93,8 @@ class _Connections:
     def __init__(self, options: HostOptions) -> None:
         self.options = options
         self.clients: dict[int, Client] = {}
+        self.pacer = Pacer()
+        """Paces the writes to all these clients (run by the endpoint's owner)."""
         self.changed = Condition()
         self._numbers = itertools.count(1)
 
@@ -110,7 +112,7 @@ class _Connections:
                 name=f"client {number}",
                 max_requests_in_flight=self.options.max_in_flight,
             )
-            client = Client(number, peer, self.options.limits)
+            client = Client(number, peer, self.options.limits, pacer=self.pacer)
             serve_methods(peer, client, conversations)
             self.clients[number] = client
             self.changed.notify_all()
@@ -209,6 +211,7 @@ class Host:
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
+                tg.start_soon(self._connections.pacer.run)
                 tg.start_soon(self.serve_listener, listener)
                 await self.resume_unfinished()
                 if self.store.is_shared:
@@ -593,6 +596,7 @@ async def serve_conversation_endpoint(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(hub.live, conversation)
+            tg.start_soon(endpoint.connections.pacer.run)
             tg.start_soon(listener.serve, serve, tg)
             try:
                 yield endpoint
