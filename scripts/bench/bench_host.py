@@ -8,10 +8,14 @@ run, so a busy moment of a shared machine hits both sides.
 * **fan-out**: one turn of ``--chunks`` (10,000) ``agent_message_chunk`` updates to 10 attached
   clients, against the same turn to one client. Each client is a process of its own
   (``python -m scripts.bench.bench_host _count``): it connects, ``initialize``,
-  ``session/resume`` (live from now), says it is ready, then counts the chunks it reads. The
-  turn is queued with ``_acp_bridge/send`` by the driver, which is not attached. A run's rate
-  is the chunks over the time from the send to the LAST client's last chunk. Budget: the 10
-  clients' rate at least 0.9x the one client's.
+  ``session/resume`` (live from now), says it is ready, then counts the chunks it reads, and
+  stays attached until every client has counted (as an editor or ``watch`` would; an exiting
+  interpreter would take the CPU from the clients still counting). The turn is queued with
+  ``_acp_bridge/send`` by the driver, which is not attached. A turn's rate is the chunks over
+  the time from the send to the LAST client's last chunk. A run is four turns (1, 10, 10, 1
+  clients, or 10, 1, 1, 10), its ratio the time of its two one-client turns over that of its
+  two ten-client turns. Budget: the 10 clients' rate at least 0.9x the one client's. The
+  host's CPU is read from ``/proc/PID/task/*/schedstat`` (nanoseconds).
 * **attach**: ``acp-bridge attach`` spawned as an editor would, ``initialize``, then
   ``session/load`` of a conversation with history (one turn of ``--history-chunks`` chunks, its
   agent running): the time from the spawn to the first replayed ``session/update``, with the
@@ -403,15 +407,18 @@ async def flood_to(
 
 
 async def measure_fanout(plan: Plan, served: Served, workdir: Path, figures: Figures) -> None:
+    """Each run: four turns, one client, ten, ten, one (the next run ten, one, one, ten), so
+    that a drift of the machine's speed within the run cancels; the run's ratio is the one
+    client's two turns' time over the ten clients' two."""
     conversation = await new_conversation(served, workdir)
     await one_turn(served, conversation, "echo warm up")
     for run in range(plan.runs):
         progress(
             f"  fan-out: {plan.chunks:,} chunks to 1 and {plan.clients} clients, run {run + 1}"
         )
-        rates = {}
-        order = (1, plan.clients) if run % 2 == 0 else (plan.clients, 1)  # ABBA: drift cancels
-        for clients in order:
+        seconds = {1: 0.0, plan.clients: 0.0}
+        pair = (1, plan.clients) if run % 2 == 0 else (plan.clients, 1)
+        for clients in (*pair, *reversed(pair)):
             rate, first_ms, cpu, clients_cpu, median_rate = await flood_to(
                 served, served.endpoint, conversation, clients, plan.chunks
             )
@@ -420,10 +427,10 @@ async def measure_fanout(plan: Plan, served: Served, workdir: Path, figures: Fig
             # The host's CPU against the turn's time: near 1 it sets the pace, not the agent.
             figures.add(f"fanout.{clients}.host_busy", cpu * rate / plan.chunks)
             figures.add(f"fanout.{clients}.clients_cpu_s", clients_cpu)
-            rates[clients] = rate
+            seconds[clients] += plan.chunks / rate
             figures.add(f"fanout.{clients}.updates_per_s", rate)
             figures.add(f"fanout.{clients}.first_update_ms", first_ms)
-        figures.add("fanout.ratio", rates[plan.clients] / rates[1])
+        figures.add("fanout.ratio", seconds[1] / seconds[plan.clients])
 
 
 async def measure_paced(plan: Plan, served: Served, workdir: Path, figures: Figures) -> None:
