@@ -143,10 +143,36 @@ def serve_methods(peer: JsonRpcPeer, client: Client, conversations: Conversation
     # Steering (issue 24): steers become the conversation's durable steers (host/steering.py).
     requests.update(steering_requests(client, methods.find, requests))
     for name, handler in requests.items():
-        peer.on_request(name, handler)
-    peer.on_other_requests(methods.relay)
+        peer.on_request(name, _unless_cut(client, handler))
+    relay = methods.relay
+
+    async def relay_unless_cut(method: str, params: Any) -> Any:
+        _refuse_if_cut(client)
+        return await relay(method, params)
+
+    peer.on_other_requests(relay_unless_cut)
     peer.on_notification("session/cancel", methods.cancel_notification)
     peer.on_other_notifications(methods.relay_notification)
+
+
+def _unless_cut(client: Client, handler: Handler) -> Handler:
+    """``handler``, refusing once ``client`` was cut off (it stays connected only until it was
+    told why: see :mod:`.clients`)."""
+
+    async def guarded(params: Any) -> Any:
+        _refuse_if_cut(client)
+        return await handler(params)
+
+    return guarded
+
+
+def _refuse_if_cut(client: Client) -> None:
+    if client.cut_reason is not None:
+        raise RpcError(
+            -32603,
+            f"this connection was cut off: {client.cut_reason}. Connect again and reattach "
+            "from your cursor",
+        )
 
 
 class _Methods:

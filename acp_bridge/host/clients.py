@@ -12,8 +12,11 @@ behind is cut off, for one of two reasons, and never slows the agent or the othe
 * what was handed to its connection has not been written for ``stall_s`` seconds (default
   :data:`DEFAULT_STALL_S`, 60 s): it stopped reading.
 
-Cut off, it is told why (``_acp_bridge/disconnected`` {"reason"}, if that line fits within a
-short wait) and its connection is closed; it may reattach and replay from its cursor.
+Cut off, it is detached from its conversations at once (it is asked nothing more, and its
+requests are refused), and it is told why (``_acp_bridge/disconnected`` {"reason"}) after what
+was already handed to its connection: a client that stopped reading and reads again gets the
+rest of that, then the reason. Its connection is closed once the reason is written, or after
+``stall_s`` without that; it may reattach and replay from its cursor.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import contextlib
 import logging
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -56,8 +60,6 @@ update, and nothing waits longer than that. Below a frame at 60 Hz, so no editor
 _WRITE_BATCH_BYTES: Final = 256 * 1024
 """Lines handed to the connection in one write, at most (about); this many queued are written
 without waiting for the pace."""
-_GOODBYE_S: Final = 1.0
-"""How long the reason a client is cut off may wait to be written."""
 
 
 @dataclass(frozen=True)
@@ -372,6 +374,9 @@ class Client:
     """The conversations it watches (``_acp_bridge/watch``)."""
     pacer: Pacer | None = None
     """The endpoint's clock for paced writes (see :class:`Pacer`)."""
+    on_cut: Callable[[], None] | None = None
+    """Called once, in the client's output task, when it was cut off (the endpoint detaches
+    it from its conversations)."""
     _cut: anyio.Event = field(default_factory=anyio.Event)
 
     def __post_init__(self) -> None:
@@ -414,9 +419,16 @@ class Client:
                 self.cut_off(reason)
             tg.cancel_scope.cancel()
         if self.cut_reason is not None:
+            if self.on_cut is not None:
+                self.on_cut()
             await self._goodbye(self.cut_reason)
 
     async def _goodbye(self, reason: str) -> None:
-        with anyio.move_on_after(_GOODBYE_S, shield=True), contextlib.suppress(BridgeError):
-            await self.peer.notify(DISCONNECTED_METHOD, {"reason": reason}, wait_written=True)
-        await self.peer.aclose()
+        """Say why, after what was handed over already, waiting at most ``stall_s`` for it to
+        be written (a host that stops does not wait); then close the connection."""
+        try:
+            with anyio.move_on_after(self.limits.stall_s), contextlib.suppress(BridgeError):
+                await self.peer.notify(DISCONNECTED_METHOD, {"reason": reason}, wait_written=True)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.peer.aclose()

@@ -137,6 +137,8 @@ class ConversationHub:
                 position = entry.id
             if not entries:
                 break
+        if client.cut_reason is not None:
+            return position  # cut off meanwhile: it is not made live
         (self.watchers if watch else self.attached)[client.number] = client
         (client.watching if watch else client.sessions).add(self.id)
         self.changed.notify_all()

@@ -113,6 +113,12 @@ class _Connections:
                 max_requests_in_flight=self.options.max_in_flight,
             )
             client = Client(number, peer, self.options.limits, pacer=self.pacer)
+
+            def detach() -> None:  # cut off: asked nothing more, fed nothing more
+                for hub in hubs():
+                    hub.detach(client)
+
+            client.on_cut = detach
             serve_methods(peer, client, conversations)
             self.clients[number] = client
             self.changed.notify_all()

@@ -1,5 +1,5 @@
 """A client that stops reading is cut off at its outbox bound, and the others go on (issue 22);
-an idle agent is stopped and started again on next use."""
+told why once it reads again; an idle agent is stopped and started again on next use."""
 
 from __future__ import annotations
 
@@ -52,9 +52,26 @@ async def test_a_client_that_stops_reading_is_cut_off_and_the_other_gets_everyth
                 # its connection's end, and so its detach, may come just after the answer)
                 reason = deaf_client.cut_reason  # set as its outbox passed the bound
                 assert reason is not None and "outbox passed" in reason, reason
-                with anyio.fail_after(30):  # detached, its connection closed
+                with anyio.fail_after(30):  # detached at once: asked and fed nothing more
                     while len(hub.attached) > 1:
                         await hub.changed.wait()
+                assert host.client_count == 2  # connected until it was told why
+                # It reads again: what its connection held already, then the reason, then the
+                # connection's end.
+                data = bytearray()
+                with anyio.fail_after(30):
+                    while True:
+                        try:
+                            data += await deaf.receive()
+                        except anyio.EndOfStream:
+                            break
+                last = json.loads(bytes(data).rstrip(b"\n").rsplit(b"\n", 1)[-1])
+                assert last == {
+                    "jsonrpc": "2.0",
+                    "method": "_acp_bridge/disconnected",
+                    "params": {"reason": reason},
+                }
+                with anyio.fail_after(30):
                     while host.client_count > 1:
                         await host.changed.wait()
 
