@@ -97,8 +97,11 @@ class Pacer:
     can take it).
     """
 
-    def __init__(self, period_s: float = PACE_S) -> None:
+    def __init__(
+        self, period_s: float = PACE_S, *, clock: Callable[[], float] = anyio.current_time
+    ) -> None:
         self.period_s = period_s
+        self._clock = clock
         self.running = False
         self.passes = 0
         """Release passes so far (each one wake-up of :meth:`run`)."""
@@ -111,7 +114,7 @@ class Pacer:
         """The current period's number (a new period starts when the last one ended and
         nothing is held for its end)."""
         if not self._held:
-            now = anyio.current_time()
+            now = self._clock()
             if now >= self._ends:
                 self._period += 1
                 self._ends = now + self.period_s
@@ -131,12 +134,12 @@ class Pacer:
             while True:
                 while not self._held:
                     await self._changed.wait()
-                delay = self._ends - anyio.current_time()
+                delay = self._ends - self._clock()
                 if delay > 0:
                     await anyio.sleep(delay)  # a plain timer: no cancel scope to enter
                 self.passes += 1
                 self._period += 1
-                self._ends = anyio.current_time() + self.period_s
+                self._ends = self._clock() + self.period_s
                 self._release_all()
         finally:
             self.running = False
@@ -205,22 +208,20 @@ class Outbox:
         self.put_count += 1
         pacer = self._pacer if self._pacer is not None and self._pacer.running else None
         free = self._free()
+        first = False  # the first piece of a period: not held
         if free and not self._lines:
             period = 0 if pacer is None else pacer.period()
-            if pacer is None or period != self._period:  # not written in this period
+            if pacer is None or period != self._period:
                 self._period = period
                 if self._idle():
                     self._write_now(line, 1)
                     return True
-                self._lines.append(line)  # a stream written only by its task (WebSocket)
-                self.queued_bytes += len(line)
-                self._to_pump()
-                return True
+                first = True  # a stream written only by its task (WebSocket): to the pump
         self._lines.append(line)
         self.queued_bytes += len(line)
         if self._ready or self.closed:
             return True  # the pump writes it with the rest
-        if free and pacer is not None and self.queued_bytes < _WRITE_BATCH_BYTES:
+        if not first and free and pacer is not None and self.queued_bytes < _WRITE_BATCH_BYTES:
             if not self._held:
                 self._held = True
                 pacer.hold(self)
