@@ -114,11 +114,11 @@ class _Connections:
             )
             client = Client(number, peer, self.options.limits, pacer=self.pacer)
 
-            def detach() -> None:  # cut off: asked nothing more, fed nothing more
+            def detach() -> None:
                 for hub in hubs():
                     hub.detach(client)
 
-            client.on_cut = detach
+            client.on_cut = detach  # cut off: asked nothing more, fed nothing more
             serve_methods(peer, client, conversations)
             self.clients[number] = client
             self.changed.notify_all()
@@ -128,8 +128,7 @@ class _Connections:
                     await peer.run()
                     client.outbox.close()
             finally:
-                for hub in hubs():
-                    hub.detach(client)
+                detach()
                 del self.clients[number]
                 self.changed.notify_all()
 
